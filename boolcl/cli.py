@@ -1,0 +1,137 @@
+"""The `boolcl` command: one subcommand per stage, configured by `recipe=NAME key=value ...`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+EPILOG = """\
+configuration: every subcommand takes the same Hydra-style overrides after its
+arguments: recipe=not|and|or|all|tiny picks a recipe from recipes/recipe/, and any
+key can be set, e.g. model=PATH data=sample train.batch_size=32 eval.k=10 seed=1.
+Show the resolved config with `boolcl config recipe=not`."""
+
+console = Console(stderr=True)
+
+
+def _overrides(args) -> list[str]:
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        raise SystemExit(f"boolcl: expected key=value overrides, got {' '.join(bad)}")
+    return list(args.overrides)
+
+
+def cmd_config(args) -> int:
+    from .config import compose, to_yaml
+
+    print(to_yaml(compose(_overrides(args))), end="")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    run_demo(_overrides(args))
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .config import compose
+    from .train.loop import train
+
+    run_dir = train(compose(_overrides(args)))
+    console.print(f"[green]saved[/] {run_dir}")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .config import compose
+    from .evaluate.command import run_evaluate
+    from .evaluate.report import print_table
+
+    cfg = compose(_overrides(args))
+    model = args.model or cfg.model
+    result, payload, out_dir = run_evaluate(model, cfg, cfg.out)
+    print_table({Path(model).name: payload["headline"]}, cfg.eval.k,
+                title=f"{payload['data']['name']}: {payload['data']['questions']} questions, "
+                      f"{payload['data']['passages']} passages")
+    console.print(f"results: {out_dir / 'results.json'}  run: {out_dir / 'run.trec'}")
+    return 0
+
+
+def cmd_pending(issue: int, what: str):
+    def run(args) -> int:
+        print(f"boolcl {what}: not available in this version yet (tracked in issue #{issue}).", file=sys.stderr)
+        return 2
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="boolcl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help: str, func, description: str | None = None):
+        p = sub.add_parser(name, help=help, description=description or help, epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("demo", "the main job offline: evaluate the packaged MiniLM on the bundled sample, train it on "
+            "the sample's NOT pool, evaluate again, print before/after", cmd_demo,
+            "Runs recipe=tiny end to end on 2 CPU cores in a few minutes, no hub, GPU or API key:\n"
+            "base evaluation -> contrastive training -> checkpoint evaluation -> before/after table.\n"
+            "Writes checkpoints/<run>/ (a SentenceTransformer folder, config.yaml, results.json).")
+    p.add_argument("overrides", nargs="*", help="key=value overrides (default recipe: tiny)")
+
+    p = add("train", "continue training an encoder in this process (multi-GPU: accelerate launch train.py)",
+            cmd_train)
+    p.add_argument("overrides", nargs="*", help="recipe=NAME and key=value overrides")
+
+    p = add("evaluate", "MRR@k and NegRecall@k per question type (ALL/AND/OR/NOT) for a model or checkpoint",
+            cmd_evaluate,
+            "Encodes the corpus and questions of data=... (sample, boolquestions-msmarco, boolquestions-nq,\n"
+            "or a folder with eval.jsonl + corpus.jsonl), searches exactly, and writes results.json and a\n"
+            "TREC run file to out=DIR (default: CHECKPOINT/eval/<data> or results/<model>-<data>).")
+    p.add_argument("model", nargs="?", help="hub id, SentenceTransformer folder or checkpoint (default: model=...)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides")
+
+    p = add("generate", "generate AND/OR/NOT training examples from a corpus with an LLM", cmd_pending(3, "generate"))
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. llm.base_url=... out=PATH")
+
+    p = add("compare", "compare checkpoints side by side: deltas, significance, plot", cmd_pending(5, "compare"))
+    p.add_argument("runs", nargs="*", help="run folders or results.json files (and key=value overrides)")
+
+    p = add("decompose", "decomposed-query Boolean baseline: LLM decomposition + set operations",
+            cmd_pending(6, "decompose"))
+    p.add_argument("overrides", nargs="*", help="key=value overrides")
+
+    p = add("config", "print the resolved config for a recipe and overrides", cmd_config)
+    p.add_argument("overrides", nargs="*", help="recipe=NAME and key=value overrides")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError
+    from .data.jsonl import DataError
+    from .models import ModelError
+    from .train.loop import TrainingError
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    if getattr(args, "model", None) and "=" in args.model:  # `boolcl evaluate key=value` without a model
+        args.overrides.insert(0, args.model)
+        args.model = None
+    try:
+        return args.func(args)
+    except (ConfigError, DataError, ModelError, TrainingError) as e:
+        # plain text, never wrapped: paths and line numbers must survive copy-paste and grep
+        print(f"boolcl {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

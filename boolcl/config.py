@@ -1,0 +1,217 @@
+"""Structured configs: one schema for every subcommand, recipes in `recipes/` fill it.
+
+The dataclasses are the single source of truth for which keys exist. Hydra merges
+`recipes/config.yaml` + `recipes/recipe/<name>.yaml` + command-line overrides on top
+of them, and struct mode turns a typo into an error. `check_overrides` runs before
+Hydra so that a bad key or recipe is reported with the list of what does exist.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field, fields, is_dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A config that cannot work; raised before any compute."""
+
+
+@dataclass
+class TrainCfg:
+    boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool) or a JSONL path
+    operators: list[str] = field(default_factory=lambda: ["not"])
+    num_examples: int = 2000  # Boolean examples to mix in (all if fewer exist)
+    original: str = "sample"  # original data: 'msmarco' (hub), 'sample', 'none' or a JSONL path
+    original_size: Optional[int] = None  # None: all
+    hard_negatives: int = 1  # negatives per query in each step
+    batch_size: int = 64  # global batch (queries per optimiser step)
+    grad_accum: int = 1
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    epochs: int = 1
+    max_steps: int = -1  # >0 overrides epochs
+    max_length: int = 300
+    loss: str = "infonce"
+    scale: Optional[float] = None  # logits multiplier; None: 1 for dot, 20 for cosine
+    max_grad_norm: float = 1.0
+    mixed_precision: str = "auto"  # auto | no | fp16 | bf16
+    gradient_checkpointing: bool = False
+    log_every: int = 10
+    save_every: int = 0  # steps between checkpoints; 0: only the final one
+    keep_last: int = 2
+    resume: Any = False  # false | true | path to a checkpoint
+    num_workers: int = 0
+
+
+@dataclass
+class EvalCfg:
+    k: int = 10
+    batch_size: int = 64
+    max_length: int = 300
+    max_corpus: Optional[int] = None  # keep labelled passages + a random sample of the rest
+    query_prompt: Optional[str] = None
+    passage_prompt: Optional[str] = None
+
+
+@dataclass
+class LLMCfg:
+    backend: str = "offline"  # offline | openai
+    base_url: Optional[str] = None
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"  # the name of the variable, never the key
+    concurrency: int = 16
+    temperature: float = 0.0
+    max_tokens: int = 256
+
+
+@dataclass
+class GenerateCfg:
+    corpus: str = "sample"
+    num_examples: int = 2000
+    operators: list[str] = field(default_factory=lambda: ["not"])
+
+
+@dataclass
+class BoolclConfig:
+    name: str = MISSING  # the recipe's name; run folders start with it
+    model: str = MISSING  # hub id, local SentenceTransformer folder, or 'offline-default'
+    similarity: Optional[str] = None  # dot | cosine; None: the model's own
+    data: str = "sample"  # evaluation set
+    out: Optional[str] = None  # run folder; None: checkpoints/<name>-<time>
+    seed: int = 42
+    train: TrainCfg = field(default_factory=TrainCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    llm: LLMCfg = field(default_factory=LLMCfg)
+    generate: GenerateCfg = field(default_factory=GenerateCfg)
+
+
+ConfigStore.instance().store(name="boolcl_schema", node=BoolclConfig)
+
+VALID = {
+    "similarity": {None, "dot", "cosine"},
+    "train.loss": {"infonce"},
+    "train.mixed_precision": {"auto", "no", "fp16", "bf16"},
+    "llm.backend": {"offline", "openai"},
+}
+OPERATORS = {"and", "or", "not"}
+
+
+def recipes_dir() -> Path:
+    """The recipes folder: shipped inside the package as `boolcl.recipes`."""
+    return Path(str(resources.files("boolcl.recipes")))
+
+
+def available_recipes() -> list[str]:
+    return sorted(p.stem for p in (recipes_dir() / "recipe").glob("*.yaml"))
+
+
+def schema_keys(node: Any = BoolclConfig, prefix: str = "") -> dict[str, list[str]]:
+    """Map each section ('' for the top) to the keys it accepts."""
+    out: dict[str, list[str]] = {prefix: []}
+    for f in fields(node):
+        out[prefix].append(f.name)
+        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        if is_dataclass(default):
+            out.update(schema_keys(type(default), f"{prefix}{f.name}."))
+    return out
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Reject an unknown recipe or key with a message that lists what exists."""
+    sections = schema_keys()
+    for item in overrides:
+        if item.startswith("-") or "=" not in item:
+            continue
+        key, value = item.split("=", 1)
+        key = key.lstrip("+~")
+        if key.startswith("hydra."):
+            continue
+        if key == "recipe":
+            names = available_recipes()
+            if value not in names:
+                raise ConfigError(f"unknown recipe {value!r}; available recipes: {', '.join(names)} "
+                                  f"(files in {recipes_dir() / 'recipe'})")
+            continue
+        section, _, leaf = key.rpartition(".")
+        section = f"{section}." if section else ""
+        if section not in sections or leaf not in sections[section]:
+            if section in sections:
+                known = sections[section]
+                hint = difflib.get_close_matches(leaf, known, n=1)
+                where = f"in '{section[:-1]}'" if section else "at the top level"
+                msg = f"unknown config key {key!r}; keys {where}: {', '.join(known)}"
+                if hint:
+                    msg += f" (did you mean {section}{hint[0]}?)"
+            else:
+                groups = sorted(s[:-1] for s in sections if s)
+                msg = f"unknown config section in {key!r}; sections: {', '.join(groups)}"
+            raise ConfigError(msg)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Checks the types cannot express; each message names the key."""
+    for key, allowed in VALID.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            shown = ", ".join(sorted(str(a) for a in allowed if a is not None))
+            raise ConfigError(f"{key}={value!r} is not one of: {shown}")
+    for section in ("train", "generate"):
+        bad = set(cfg[section].operators) - OPERATORS
+        if bad or not cfg[section].operators:
+            raise ConfigError(f"{section}.operators={list(cfg[section].operators)} must be a non-empty "
+                              f"subset of {sorted(OPERATORS)}")
+    t = cfg.train
+    for key in ("batch_size", "grad_accum", "max_length", "epochs", "keep_last"):
+        if t[key] < 1:
+            raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
+    if t.hard_negatives < 0:
+        raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
+    if t.lr <= 0:
+        raise ConfigError(f"train.lr must be > 0, got {t.lr}")
+    if not 0 <= t.warmup_ratio < 1:
+        raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
+    if cfg.eval.k < 1:
+        raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The resolved config for `overrides` (Hydra syntax), as the CLI sees it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    check_overrides(overrides)
+    try:
+        with initialize_config_dir(config_dir=str(recipes_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(str(e)) from None
+    validate(cfg)
+    return cfg
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    """The config as saved next to a checkpoint: resolved, without secrets.
+
+    Only the *name* of the API-key variable is in the config; values of the
+    environment never enter it, so there is nothing to scrub beyond a guard.
+    """
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    for key in list(container):
+        if key == "hydra":
+            container.pop(key)
+    text = OmegaConf.to_yaml(OmegaConf.create(container))
+    secret = os.environ.get(str(cfg.llm.api_key_env), "")
+    if secret and secret in text:
+        raise ConfigError("refusing to write a config that contains the API key")
+    return text

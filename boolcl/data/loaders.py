@@ -1,0 +1,156 @@
+"""Load evaluation sets and corpora by name: the bundled sample, BoolQuestions, local folders.
+
+BoolQuestions goes through `datasets.load_dataset(source, config, split=...)` whether
+`source` is the hub id or a local copy laid out like the hub repository (its README
+declares the configs), so the offline tests exercise the code users run online.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .jsonl import DataError, read_jsonl
+from .schema import CorpusDoc, EvalQuestion, RowError, TrainingExample
+
+HUB_ID = "ustc-zhangzm/BoolQuestions"
+BOOLQUESTIONS = {"boolquestions-msmarco": "MSMARCO", "boolquestions-nq": "NaturalQuestions"}
+SAMPLE_DIR = Path(__file__).with_name("sample")
+
+
+@dataclass
+class Corpus:
+    """Passages as parallel columns: cheap for millions of rows, easy to shard."""
+
+    ids: list[str]
+    texts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_docs(cls, docs: list[CorpusDoc]) -> "Corpus":
+        return cls([d.docid for d in docs], [d.text() for d in docs])
+
+
+@dataclass
+class RetrievalSet:
+    name: str
+    questions: list[EvalQuestion]
+    corpus: Corpus
+    source: str  # where it was read from, for results.json
+
+
+def _hub_error(source: str, config: str, err: Exception) -> DataError:
+    hint = (f"could not load {source!r} config {config!r} ({type(err).__name__}: {err}). "
+            "Without access to the Hugging Face hub, download the dataset repository elsewhere "
+            "and point at the folder: data=boolquestions-msmarco:/path/to/BoolQuestions")
+    return DataError(source, None, hint)
+
+
+def local_cache_dir(folder: Path) -> str:
+    """A datasets cache folder keyed by the local copy's files (path, size, mtime).
+
+    `datasets` keys its cache for a local repository by folder name and config only, so
+    two different local copies (or an edited one) would silently share stale Arrow files.
+    """
+    h = hashlib.blake2b(str(folder.resolve()).encode(), digest_size=8)
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    base = Path(os.environ.get("BOOLCL_CACHE", Path.home() / ".cache" / "boolcl"))
+    return str(base / "datasets" / h.hexdigest())
+
+
+def load_hf_split(source: str, config: str, split: str):
+    """`datasets.load_dataset` for a hub id or a local copy of a hub repository."""
+    import datasets
+
+    cache_dir = local_cache_dir(Path(source)) if Path(source).is_dir() else None
+    try:
+        return datasets.load_dataset(source, config, split=split, cache_dir=cache_dir)
+    except Exception as err:  # datasets raises many types for network/offline/missing files
+        raise _hub_error(source, config, err) from None
+
+
+def _rows(ds, parse, label: str):
+    out = []
+    for i, row in enumerate(ds):
+        try:
+            out.append(parse(row))
+        except RowError as e:
+            raise DataError(label, i + 1, str(e), field=e.field) from None
+    return out
+
+
+def load_boolquestions(name: str, source: str = HUB_ID) -> RetrievalSet:
+    """BoolQuestions MSMARCO or NaturalQuestions: the eval split and its full corpus."""
+    config = BOOLQUESTIONS[name]
+    qs = load_hf_split(source, config, "eval")
+    questions = _rows(qs, EvalQuestion.from_dict, f"{source}[{config}] eval row")
+    corpus_ds = load_hf_split(source, f"{config}-corpus", "corpus")
+    missing = {"docid", "doc"} - set(corpus_ds.column_names)
+    if missing:
+        raise DataError(f"{source}[{config}-corpus]", None, f"corpus lacks column(s) {sorted(missing)}",
+                        field=sorted(missing)[0])
+    ids = [str(x) for x in corpus_ds["docid"]]
+    docs = corpus_ds["doc"]
+    if "title" in corpus_ds.column_names:  # NQ: encode as `title [SEP] doc`
+        texts = [f"{t} [SEP] {d}" if t else d for t, d in zip(corpus_ds["title"], docs)]
+    else:
+        texts = list(docs)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{source}[{config}-corpus] row", i + 1, "field 'doc': is empty", field="doc")
+    return RetrievalSet(name, questions, Corpus(ids, texts), f"{source}[{config}]")
+
+
+def load_folder(path: str | os.PathLike, name: str | None = None) -> RetrievalSet:
+    """A folder in the project's own layout: `eval.jsonl` + `corpus.jsonl`."""
+    path = Path(path)
+    questions = read_jsonl(path / "eval.jsonl", EvalQuestion.from_dict, unique=lambda q: q.qid)
+    docs = read_jsonl(path / "corpus.jsonl", CorpusDoc.from_dict, unique=lambda d: d.docid)
+    rs = RetrievalSet(name or path.name, questions, Corpus.from_docs(docs), str(path))
+    check_references(rs, path / "eval.jsonl")
+    return rs
+
+
+def check_references(rs: RetrievalSet, label: str | os.PathLike) -> None:
+    """Every labelled passage must exist in the corpus, or the metrics would lie."""
+    known = set(rs.corpus.ids)
+    for i, q in enumerate(rs.questions):
+        for key, ctxs in (("positive_ctxs", q.positive_ctxs), ("negative_ctxs", q.negative_ctxs)):
+            for c in ctxs:
+                if c.passage_id not in known:
+                    raise DataError(label, i + 1, f"field '{key}': passage {c.passage_id!r} "
+                                    f"(question {q.qid!r}) is not in the corpus", field=key)
+
+
+def load_retrieval_set(spec: str) -> RetrievalSet:
+    """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, or a folder."""
+    if spec == "sample":
+        return load_folder(SAMPLE_DIR, "sample")
+    name, _, local = spec.partition(":")
+    if name in BOOLQUESTIONS:
+        return load_boolquestions(name, local or HUB_ID)
+    if Path(spec).is_dir():
+        return load_folder(spec)
+    raise DataError(spec, None, "unknown data set; use 'sample', 'boolquestions-msmarco', 'boolquestions-nq' "
+                    "(optionally ':/path/to/local/copy'), or a folder with eval.jsonl and corpus.jsonl")
+
+
+def load_training_pool(spec: str) -> tuple[list[TrainingExample], Corpus | None]:
+    """Training examples from the bundled pool or a JSONL file (+ its corpus when it has one)."""
+    if spec == "sample":
+        path = SAMPLE_DIR / "train.jsonl"
+        corpus_path = SAMPLE_DIR / "corpus.jsonl"
+    else:
+        path = Path(spec)
+        corpus_path = path.with_name("corpus.jsonl")
+    rows = read_jsonl(path, TrainingExample.from_dict, unique=lambda r: r.qid)
+    corpus = None
+    if corpus_path.is_file():
+        corpus = Corpus.from_docs(read_jsonl(corpus_path, CorpusDoc.from_dict, unique=lambda d: d.docid))
+    return rows, corpus

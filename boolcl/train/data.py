@@ -1,0 +1,163 @@
+"""Training data: mix Boolean examples with original data, and collate them into batches.
+
+One training item = (query, one positive, n negatives) with passage ids kept, so the
+loss can mask a passage that is a labelled positive of another query in the batch.
+Labelled negatives (for NOT: the excluded passage) come before mined ones.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from ..data.jsonl import DataError
+from ..data.loaders import Corpus, load_training_pool
+from ..data.schema import Context, TrainingExample
+
+MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
+
+
+@dataclass
+class Item:
+    query: str
+    positive_ids: list[str]
+    positives: list[str]
+    negative_ids: list[str]
+    negatives: list[str]
+    question_type: str
+
+
+def _text_id(text: str) -> str:
+    return "t" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _texts(ctxs: Sequence[Context], lookup: dict[str, str], where: str) -> list[str]:
+    out = []
+    for c in ctxs:
+        text = c.text if c.text else lookup.get(c.passage_id)
+        if text is None:
+            raise DataError(where, None, f"passage {c.passage_id!r} has no text and is not in the corpus",
+                            field="positive_ctxs")
+        out.append(text)
+    return out
+
+
+def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: str) -> list[Item]:
+    lookup = dict(zip(corpus.ids, corpus.texts)) if corpus else {}
+    items = []
+    for ex in examples:
+        negs = ex.all_negatives
+        items.append(Item(ex.question, [c.passage_id for c in ex.positive_ctxs],
+                          _texts(ex.positive_ctxs, lookup, where),
+                          [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type))
+    return items
+
+
+def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
+    """The original MS MARCO training data with mined hard negatives, from the hub."""
+    from ..data.loaders import load_hf_split
+
+    ds = load_hf_split(*MSMARCO_TRIPLETS, "train")
+    if limit is not None and limit < len(ds):
+        ds = ds.shuffle(seed=seed).select(range(limit))
+    return [Item(r["query"], [_text_id(r["positive"])], [r["positive"]], [_text_id(r["negative"])],
+                 [r["negative"]], "simple") for r in ds]
+
+
+def build_mix(cfg) -> tuple[list[Item], dict]:
+    """The training items for a config, and a summary of where they came from."""
+    t = cfg.train
+    rng = random.Random(cfg.seed)
+    examples, corpus = load_training_pool(t.boolean)
+    where = "sample training pool" if t.boolean == "sample" else t.boolean
+    boolean = [e for e in examples if e.question_type in set(t.operators)]
+    if not boolean:
+        raise DataError(where, None, f"no training examples of type {list(t.operators)}", field="question_type")
+    rng.shuffle(boolean)
+    boolean = boolean[: t.num_examples]
+    items = to_items(boolean, corpus, where)
+    if t.original == "sample":
+        pool, pool_corpus = (examples, corpus) if t.boolean == "sample" else load_training_pool("sample")
+        original = to_items([e for e in pool if e.question_type == "simple"], pool_corpus, "sample training pool")
+    elif t.original == "msmarco":
+        original = load_msmarco_triplets(t.original_size, cfg.seed)
+    elif t.original == "none":
+        original = []
+    else:
+        pool, pool_corpus = load_training_pool(t.original)
+        original = to_items(pool, pool_corpus, t.original)
+    rng.shuffle(original)
+    if t.original_size is not None:
+        original = original[: t.original_size]
+    summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items)},
+               "original": {"source": t.original, "examples": len(original)}}
+    return items + original, summary
+
+
+class ItemDataset(torch.utils.data.Dataset):
+    """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
+
+    def __init__(self, items: list[Item], n_negatives: int):
+        self.items, self.n_negatives, self.epoch = items, n_negatives, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        it = self.items[i]
+        p = (self.epoch + i) % len(it.positives)
+        negs = []
+        if it.negatives and self.n_negatives:
+            start = (self.epoch * self.n_negatives) % len(it.negatives)
+            order = it.negatives[start:] + it.negatives[:start]
+            ids = it.negative_ids[start:] + it.negative_ids[:start]
+            negs = list(zip(ids, order))[: self.n_negatives]
+        return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
+                "positive_ids": it.positive_ids, "negatives": negs}
+
+
+class Collator:
+    """Tokenise queries and passages together, padded to the longest in the batch.
+
+    One tokenizer call and one forward pass for the whole batch: queries first, then
+    each item's positive, then the negatives.
+
+    Every item contributes exactly `n_negatives` passages (short lists are topped up by
+    repeating), so batches have a fixed shape for the loss. `mask[i, j]` is True where
+    passage j is a labelled positive of query i other than its own target.
+    """
+
+    def __init__(self, tokenizer, max_length: int, n_negatives: int,
+                 query_prompt: str | None = None, passage_prompt: str | None = None):
+        self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
+        self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
+
+
+    def __call__(self, batch: list[dict]) -> dict:
+        passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
+        for i, b in enumerate(batch):
+            negs = b["negatives"] or []
+            for j in range(self.n_negatives):
+                if negs:
+                    pid, text = negs[j % len(negs)]
+                else:  # no negative at all: reuse another item's positive (still a true negative)
+                    other = batch[(i + 1 + j) % len(batch)]
+                    pid, text = other["positive_id"], other["positive"]
+                ids.append(pid)
+                passages.append(text)
+        mask = torch.zeros(len(batch), len(passages), dtype=torch.bool)
+        for i, b in enumerate(batch):
+            own = set(b["positive_ids"])
+            for j, pid in enumerate(ids):
+                if j != i and pid in own:
+                    mask[i, j] = True
+        texts = [self.query_prompt + b["query"] for b in batch] + [self.passage_prompt + p for p in passages]
+        features = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                  return_tensors="pt")
+        return {"features": dict(features), "n_queries": len(batch), "false_negative_mask": mask}

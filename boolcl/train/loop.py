@@ -1,0 +1,144 @@
+"""The training loop: continue training a SentenceTransformer with InfoNCE on Accelerate.
+
+Read top to bottom: set-up (run folder, model, data), then the loop, then the final save.
+The same code runs on one CPU, one GPU or N GPUs (`accelerate launch`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list, set_seed
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from ..config import ConfigError, to_yaml
+from ..data.jsonl import atomic_write_text
+from ..evaluate.runner import prompts_for
+from ..models import load_model
+from . import checkpoint
+from .data import Collator, ItemDataset, build_mix
+from .losses import InfoNCE
+
+
+class TrainingError(RuntimeError):
+    """Training stopped for a reason the user must act on; the message says which."""
+
+
+def mixed_precision(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "no"
+
+
+def agree_on_run_dir(accelerator: Accelerator, cfg: DictConfig) -> Path:
+    """Rank 0 names the run folder and every rank receives that name."""
+    name = [cfg.out or str(Path("checkpoints") / f"{cfg.name}-{datetime.now():%Y%m%d-%H%M%S}")]
+    if accelerator.num_processes > 1:
+        broadcast_object_list(name, from_process=0)
+    return Path(name[0])
+
+
+def per_device_batch(cfg: DictConfig, processes: int) -> int:
+    t = cfg.train
+    per_step = processes * t.grad_accum
+    if t.batch_size < per_step or t.batch_size % per_step:
+        raise ConfigError(f"train.batch_size={t.batch_size} must be a multiple of processes x grad_accum "
+                          f"= {processes} x {t.grad_accum}; it is the global batch per optimiser step")
+    return t.batch_size // per_step
+
+
+def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
+    t = cfg.train
+    accelerator = accelerator or Accelerator(mixed_precision=mixed_precision(t.mixed_precision),
+                                             gradient_accumulation_steps=t.grad_accum)
+    is_main = accelerator.is_main_process
+    run_dir = agree_on_run_dir(accelerator, cfg)
+    set_seed(cfg.seed)
+
+    # Everything that can fail cheaply fails here, before any compute.
+    local_batch = per_device_batch(cfg, accelerator.num_processes)
+    model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length)
+    similarity = model.similarity_fn_name or "cosine"
+    items, mix = build_mix(cfg)
+    if t.gradient_checkpointing:
+        model[0].auto_model.gradient_checkpointing_enable()
+
+    query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
+    dataset = ItemDataset(items, t.hard_negatives)
+    collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, shuffle=True, drop_last=True,
+                                         collate_fn=collate, num_workers=t.num_workers, generator=generator)
+    batches_per_epoch = len(items) // (local_batch * accelerator.num_processes)
+    if batches_per_epoch == 0:
+        raise ConfigError(f"only {len(items)} training items: fewer than one global batch of {t.batch_size}")
+    steps_per_epoch = batches_per_epoch // t.grad_accum
+    total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
+    epochs = math.ceil(total_steps / steps_per_epoch)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay,
+                                  fused=accelerator.device.type == "cuda")
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
+    loss_fn = InfoNCE(similarity, t.scale)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+        atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
+    log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main)
+
+    # The loop.
+    step, seen, start = 0, 0, time.perf_counter()
+    bar = tqdm(total=total_steps, desc=f"training {cfg.name}", unit="step", disable=not is_main)
+    model.train()
+    for epoch in range(epochs):
+        dataset.set_epoch(epoch)
+        for batch_idx, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                emb = model(batch["features"])["sentence_embedding"]
+                n = batch["n_queries"]
+                loss = loss_fn(emb[:n], emb[n:], batch["false_negative_mask"])
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {batch_idx}); "
+                                        f"the last good checkpoint in {run_dir} is intact. Try a lower train.lr "
+                                        f"or train.mixed_precision=no.")
+                accelerator.backward(loss)
+                grad_norm = None
+                if accelerator.sync_gradients:
+                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), t.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+            seen += n * accelerator.num_processes
+            if not accelerator.sync_gradients:
+                continue
+            step += 1
+            bar.update(1)
+            if step % t.log_every == 0 or step == total_steps:
+                elapsed = time.perf_counter() - start
+                record = {"step": step, "epoch": epoch, "loss": accelerator.reduce(loss.detach(), "mean").item(),
+                          "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+                          "triples_per_s": seen / elapsed}
+                log.write(record)
+                bar.set_postfix(loss=f"{record['loss']:.4f}")
+            if t.save_every and step % t.save_every == 0 and step < total_steps:
+                checkpoint.save_model(accelerator, model, run_dir / f"checkpoint-{step}", keep_last=t.keep_last)
+            if step >= total_steps:
+                break
+        if step >= total_steps:
+            break
+    bar.close()
+
+    checkpoint.save_model(accelerator, model, run_dir)
+    accelerator.wait_for_everyone()
+    return run_dir

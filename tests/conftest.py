@@ -1,0 +1,70 @@
+"""Shared fixtures: a tiny random encoder (shapes only) and small data files."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer BERT saved as a SentenceTransformer folder (vocab of MiniLM)."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from boolcl.models import packaged_model_dir
+
+    import torch
+
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("tiny")
+    hf = root / "hf"
+    tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    BertModel(config).save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    model = SentenceTransformer(str(hf), device="cpu")
+    model.max_seq_length = 64
+    out = root / "st"
+    model.save(str(out))
+    return out
+
+
+def dump_jsonl(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_set(tmp_path) -> Path:
+    """A folder in the project's layout: 2 topics x 3 passages, one question of each type."""
+    docs = [{"docid": f"d{i}", "doc": text} for i, text in enumerate([
+        "Gallstones are hard deposits in the gallbladder that cause pain after fatty meals.",
+        "Hepatitis is an inflammation of the liver, often caused by a virus.",
+        "A peptic ulcer is a sore in the lining of the stomach that burns between meals.",
+        "The violin is a small bowed string instrument with four strings tuned in fifths.",
+        "The cello is a large bowed string instrument played seated, held between the knees.",
+        "The harp is a plucked string instrument with dozens of strings in a triangular frame.",
+    ])]
+    qs = [
+        {"qid": "q-not", "question": "What causes upper abdominal pain that has nothing to do with the liver?",
+         "question_type": "not", "positive_ctxs": [{"passage_id": "d0"}, {"passage_id": "d2"}],
+         "negative_ctxs": [{"passage_id": "d1"}]},
+        {"qid": "q-and", "question": "Which bowed string instrument is played seated?", "question_type": "and",
+         "positive_ctxs": [{"passage_id": "d4"}], "negative_ctxs": [{"passage_id": "d3"}, {"passage_id": "d5"}]},
+        {"qid": "q-or", "question": "Which instrument is plucked, or which is tuned in fifths?", "question_type": "or",
+         "positive_ctxs": [{"passage_id": "d5"}, {"passage_id": "d3"}], "negative_ctxs": [{"passage_id": "d4"}]},
+    ]
+    dump_jsonl(tmp_path / "set" / "corpus.jsonl", docs)
+    dump_jsonl(tmp_path / "set" / "eval.jsonl", qs)
+    return tmp_path / "set"

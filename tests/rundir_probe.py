@@ -1,0 +1,15 @@
+"""Run under `accelerate launch --num_processes 2`: each rank prints the run folder it was given.
+
+Rank 1 waits past a clock second first, so ranks that named the folder themselves would differ.
+"""
+import time
+
+from accelerate import Accelerator
+
+from boolcl.config import compose
+from boolcl.train.loop import agree_on_run_dir
+
+acc = Accelerator()
+if acc.process_index == 1:
+    time.sleep(1.2)
+print(f"RUN_DIR rank={acc.process_index} {agree_on_run_dir(acc, compose(['recipe=tiny']))}", flush=True)

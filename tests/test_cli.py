@@ -1,0 +1,58 @@
+import json
+import subprocess
+import sys
+
+import ir_measures
+import pytest
+
+from boolcl.cli import main
+
+SUBCOMMANDS = ["generate", "train", "evaluate", "compare", "decompose", "demo", "config"]
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(sub, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([sub, "--help"])
+    assert e.value.code == 0
+    assert "key=value" in capsys.readouterr().out
+
+
+def test_console_script_is_installed():
+    res = subprocess.run([sys.executable, "-m", "boolcl.cli", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and all(s in res.stdout for s in SUBCOMMANDS)
+
+
+def test_config_errors_are_reported_not_raised(capsys):
+    assert main(["config", "recipe=nope"]) == 2
+    assert "available recipes: all, and, not, or, tiny" in capsys.readouterr().err
+    assert main(["config", "recipe=not", "train.bach_size=2"]) == 2
+    assert "did you mean train.batch_size" in capsys.readouterr().err
+
+
+def test_pending_subcommands_say_where_they_are_tracked(capsys):
+    assert main(["generate", "recipe=not"]) == 2
+    assert "issue #3" in capsys.readouterr().err
+
+
+def test_evaluate_writes_results_and_a_rescorable_run(tiny_model_dir, small_set, tmp_path, capsys):
+    out = tmp_path / "eval"
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={out}", "eval.k=3"]) == 0
+    printed = capsys.readouterr().out
+    res = json.loads((out / "results.json").read_text())
+    assert res["data"] == {"name": "set", "source": str(small_set), "questions": 3, "passages": 6}
+    assert res["model"]["origin"] == "folder" and len(res["model"]["fingerprint"]) == 32
+    mrr = res["headline"]["MRR@3/ALL"]
+    assert f"{mrr:.2f}" in printed
+    # anyone can re-score the TREC run file with other tools and get the same figure
+    qrels = [ir_measures.Qrel(q, p, 1) for q, ps in {"q-not": ["d0", "d2"], "q-and": ["d4"], "q-or": ["d5", "d3"]}.items()
+             for p in ps]
+    run = list(ir_measures.read_trec_run(str(out / "run.trec")))
+    assert ir_measures.calc_aggregate([ir_measures.RR @ 3], qrels, run)[ir_measures.RR @ 3] * 100 == pytest.approx(mrr, abs=1e-9)
+
+
+def test_bad_data_file_is_reported_with_line(tiny_model_dir, small_set, capsys):
+    with (small_set / "eval.jsonl").open("a") as fh:
+        fh.write('{"qid": "broken", "question": \n')
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}"]) == 2
+    assert f"{small_set / 'eval.jsonl'}:4: invalid JSON" in capsys.readouterr().err

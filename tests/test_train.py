@@ -1,0 +1,136 @@
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from boolcl.config import ConfigError, compose
+from boolcl.data.jsonl import DataError
+from boolcl.train.data import Collator, ItemDataset, Item
+from boolcl.train.losses import InfoNCE
+from boolcl.train.loop import TrainingError, train
+from conftest import ROOT, dump_jsonl
+
+
+@pytest.fixture
+def pool(tmp_path, small_set):
+    """A training pool next to its corpus: one example of each kind on the small set's passages."""
+    rows = [
+        {"qid": "t-not", "question": "Which stomach problems are not about the liver?", "question_type": "not",
+         "positive_ctxs": [{"passage_id": "d0"}, {"passage_id": "d2"}], "negative_ctxs": [{"passage_id": "d1"}]},
+        {"qid": "t-not2", "question": "Which string instruments are not plucked?", "question_type": "not",
+         "positive_ctxs": [{"passage_id": "d3"}, {"passage_id": "d4"}], "negative_ctxs": [{"passage_id": "d5"}]},
+        {"qid": "t-s1", "question": "What is a cello?", "question_type": "simple",
+         "positive_ctxs": [{"passage_id": "d4"}], "hard_negative_ctxs": [{"passage_id": "d3"}]},
+        {"qid": "t-s2", "question": "What are gallstones?", "question_type": "simple",
+         "positive_ctxs": [{"passage_id": "d0", "text": "Gallstones form in the gallbladder."}]},
+    ]
+    dump_jsonl(tmp_path / "pool" / "train.jsonl", rows)
+    (tmp_path / "pool" / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
+    return tmp_path / "pool" / "train.jsonl"
+
+
+def tiny_cfg(tiny_model_dir, pool, out, *extra):
+    return compose(["recipe=tiny", f"model={tiny_model_dir}", f"train.boolean={pool}", f"train.original={pool}",
+                    "train.batch_size=2", "train.hard_negatives=1", "train.epochs=2", "train.log_every=1",
+                    "train.max_length=32", f"out={out}", *extra])
+
+
+def test_collator_masks_other_queries_labelled_positives(tiny_model_dir):
+    from boolcl.models import load_model
+
+    tok = load_model(str(tiny_model_dir)).tokenizer
+    ds = ItemDataset([Item("q0", ["a", "b"], ["A", "B"], ["n"], ["N"], "not"),
+                      Item("q1", ["b"], ["B"], [], [], "simple")], n_negatives=1)
+    batch = Collator(tok, 16, 1)([ds[0], ds[1]])
+    # passages: [q0's positive A, q1's positive B, q0's negative N, q1's fallback negative (q0's positive A)]
+    assert batch["n_queries"] == 2 and batch["features"]["input_ids"].shape[0] == 6
+    mask = batch["false_negative_mask"]
+    # B is a labelled positive of q0, and the last column repeats q0's own target: neither is its negative
+    assert mask.tolist() == [[False, True, False, True],
+                             [False, False, False, False]]
+    ds.set_epoch(1)
+    assert ds[0]["positive"] == "B"  # positives rotate across epochs
+
+
+def test_infonce_matches_cross_entropy_and_masks():
+    torch.manual_seed(0)
+    q, p = torch.randn(3, 8), torch.randn(6, 8)
+    loss = InfoNCE("dot", scale=1.0)(q, p)
+    assert loss.item() == pytest.approx(torch.nn.functional.cross_entropy(q @ p.T, torch.arange(3)).item(), rel=1e-6)
+    mask = torch.zeros(3, 6, dtype=torch.bool)
+    mask[0, 4] = True
+    masked = InfoNCE("dot", scale=1.0)(q, p, mask)
+    logits = q @ p.T
+    row0 = -torch.log_softmax(torch.cat([logits[0, :4], logits[0, 5:]]), 0)[0]
+    rest = torch.nn.functional.cross_entropy(logits[1:], torch.tensor([1, 2]), reduction="sum")
+    assert masked.item() == pytest.approx(((row0 + rest) / 3).item(), rel=1e-6)
+    cos = InfoNCE("cosine")
+    assert cos.scale == 20.0 and cos(q, p).item() == pytest.approx(InfoNCE("cosine")(q * 5, p).item(), rel=1e-5)
+
+
+def test_train_writes_a_loadable_checkpoint(tiny_model_dir, pool, tmp_path, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-be-written-anywhere-123")
+    out = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "run"))
+    model = SentenceTransformer(str(out))
+    assert model.encode(["a question"]).shape == (1, 32)
+    before = SentenceTransformer(str(tiny_model_dir))
+    changed = [n for (n, a), b in zip(model.state_dict().items(), before.state_dict().values()) if not torch.equal(a, b)]
+    assert changed, "training changed no weight"
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    # 2 NOT examples + the 4 rows of the pool as original data = 6 items, batch 2, 2 epochs
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6] and all(math.isfinite(r["loss"]) for r in log)
+    assert {"lr", "grad_norm", "triples_per_s"} <= set(log[0])
+    manifest = json.loads((out / "data_manifest.json").read_text())
+    assert manifest["mix"]["boolean"]["examples"] == 2 and str(pool) in manifest["files"]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert b"sk-should-never" not in f.read_bytes(), f
+
+
+def test_nan_loss_names_step_and_batch(tiny_model_dir, pool, tmp_path):
+    with pytest.raises(TrainingError, match=r"loss is nan at step 1 \(epoch 0, batch 0\)"):
+        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "run", "train.scale=nan"))
+
+
+def test_impossible_configs_fail_before_compute(tiny_model_dir, pool, tmp_path):
+    with pytest.raises(ConfigError, match="multiple of processes x grad_accum"):
+        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "a", "train.batch_size=3", "train.grad_accum=2"))
+    with pytest.raises(DataError, match="file not found"):
+        train(tiny_cfg(tiny_model_dir, tmp_path / "missing.jsonl", tmp_path / "b"))
+    with pytest.raises(ConfigError, match="fewer than one global batch"):
+        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "c", "train.batch_size=64"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def _launch(args, cwd, timeout=300):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # --multi_gpu on a machine without GPUs starts 2 CPU processes over gloo (torchrun underneath)
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+           str(29500 + os.getpid() % 1000), *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_all_ranks_agree_on_one_run_folder(tmp_path):
+    res = _launch([str(ROOT / "tests" / "rundir_probe.py")], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    dirs = {line.split()[-1] for line in res.stdout.splitlines() if line.startswith("RUN_DIR")}
+    assert len([x for x in res.stdout.splitlines() if x.startswith("RUN_DIR")]) == 2 and len(dirs) == 1
+
+
+def test_train_py_runs_on_two_processes(tiny_model_dir, pool, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    res = _launch([str(ROOT / "train.py"), "recipe=tiny", f"model={tiny_model_dir}", f"train.boolean={pool}",
+                   f"train.original={pool}", "train.batch_size=2", "train.max_steps=2", "train.max_length=32",
+                   "train.hard_negatives=1"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = list((tmp_path / "checkpoints").iterdir())
+    assert len(runs) == 1 and (runs[0] / "config.yaml").is_file()
+    assert SentenceTransformer(str(runs[0])).encode(["x"]).shape == (1, 32)
