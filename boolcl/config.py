@@ -46,7 +46,8 @@ class TrainCfg:
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
     keep_last: int = 2
-    resume: Any = False  # false | true | path to a checkpoint
+    resume: Any = False  # false | true (latest checkpoint in out=) | path to a checkpoint-N folder
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # accelerate trackers; [] for none
     num_workers: int = 0
 
 

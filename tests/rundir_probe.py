@@ -4,12 +4,12 @@ Rank 1 waits past a clock second first, so ranks that named the folder themselve
 """
 import time
 
-from accelerate import Accelerator
+from accelerate import PartialState
 
 from boolcl.config import compose
 from boolcl.train.loop import agree_on_run_dir
 
-acc = Accelerator()
+acc = PartialState()
 if acc.process_index == 1:
     time.sleep(1.2)
 print(f"RUN_DIR rank={acc.process_index} {agree_on_run_dir(acc, compose(['recipe=tiny']))}", flush=True)

@@ -134,3 +134,68 @@ def test_train_py_runs_on_two_processes(tiny_model_dir, pool, tmp_path):
     runs = list((tmp_path / "checkpoints").iterdir())
     assert len(runs) == 1 and (runs[0] / "config.yaml").is_file()
     assert SentenceTransformer(str(runs[0])).encode(["x"]).shape == (1, 32)
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(next(folder.glob("model.safetensors"))))
+
+
+@pytest.mark.parametrize("resume_step", [2, 3, 4])  # 3 steps per epoch: mid-epoch, boundary, next epoch
+def test_resume_reaches_the_same_weights(tiny_model_dir, pool, tmp_path, resume_step):
+    import shutil
+
+    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.report_to=[]"]
+    full = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "full", *common))
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copytree(full / f"checkpoint-{resume_step}", resumed_dir / f"checkpoint-{resume_step}")
+    resumed = train(tiny_cfg(tiny_model_dir, pool, resumed_dir, *common, "train.resume=true"))
+    a, b = _weights(full), _weights(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "resumed run diverged"
+    steps = [json.loads(x)["step"] for x in (resumed / "train_log.jsonl").read_text().splitlines()]
+    assert steps == list(range(resume_step + 1, 7))
+
+
+def test_kill_9_then_resume_matches_an_uninterrupted_run(tiny_model_dir, pool, tmp_path):
+    import signal
+    import time
+
+    args = ["recipe=tiny", f"model={tiny_model_dir}", f"train.boolean={pool}", f"train.original={pool}",
+            "train.batch_size=2", "train.hard_negatives=1", "train.max_length=32", "train.max_steps=40",
+            "train.save_every=5", "train.keep_last=2", "train.report_to=[]"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    full = tmp_path / "full"
+    res = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"out={full}"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"out={killed}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not list(killed.glob("checkpoint-*/trainer_state.json")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "model.safetensors").exists(), "the run finished before it could be killed"
+    res = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"out={killed}", "train.resume=true"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    a, b = _weights(full), _weights(killed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    steps = [json.loads(x)["step"] for x in (killed / "train_log.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 40
+    assert len(list(killed.glob("checkpoint-*"))) <= 2 and not list(killed.glob(".tmp-*"))
+
+
+def test_resume_errors_are_clear(tiny_model_dir, pool, tmp_path):
+    with pytest.raises(ConfigError, match="has no complete checkpoint-N folder"):
+        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "nothing", "train.resume=true"))
+    with pytest.raises(ConfigError, match="not a complete checkpoint"):
+        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "x", f"train.resume={tmp_path}"))
+
+
+def test_tensorboard_curves_are_written(tiny_model_dir, pool, tmp_path):
+    out = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "tb"))
+    assert list(out.glob("**/events.out.tfevents.*"))

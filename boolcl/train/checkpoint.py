@@ -1,4 +1,10 @@
-"""What a run leaves behind: SentenceTransformer folders, the data manifest, the training log."""
+"""What a run leaves behind, and how it picks up again.
+
+`checkpoint-<step>/` holds a SentenceTransformer folder, Accelerate's full state (model,
+optimiser, scheduler, RNG of every process) in `state/`, and `trainer_state.json` (the
+position in the data). It is written under a temporary name and renamed when complete,
+so a run killed while saving never leaves a half checkpoint that resume would trust.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +12,13 @@ import json
 import shutil
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ..config import ConfigError
+from ..data.jsonl import atomic_write_text
 from ..data.loaders import SAMPLE_DIR
+
+STATE_FILE = "trainer_state.json"
 
 
 def file_hash(path: Path) -> str:
@@ -27,16 +39,41 @@ def manifest(cfg, mix: dict) -> dict:
             continue
         else:
             paths = [Path(spec)]
+            if Path(spec).with_name("corpus.jsonl").is_file():
+                paths.append(Path(spec).with_name("corpus.jsonl"))
         for p in paths:
             files[str(p)] = {"sha256": file_hash(p), "bytes": p.stat().st_size}
     return {"mix": mix, "files": files}
 
 
-class TrainLog:
-    """Training curves as JSONL (one object per logged step), appended as they come."""
+def flat_config(cfg) -> dict:
+    """Scalars only, dotted keys: what trackers such as TensorBoard accept as hyper-parameters."""
+    out = {}
 
-    def __init__(self, path: Path, enabled: bool):
+    def walk(node, prefix):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif key != "api_key_env":
+                out[f"{prefix}{key}"] = value if isinstance(value, (int, float, str, bool)) else str(value)
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+class TrainLog:
+    """Training curves as JSONL, one object per logged step.
+
+    On resume, records past the checkpoint's step (written before the kill) are dropped,
+    so the log reads as one uninterrupted run.
+    """
+
+    def __init__(self, path: Path, enabled: bool, after_step: int = 0):
         self.path, self.enabled = path, enabled
+        if enabled and path.is_file():
+            keep = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= after_step]
+            atomic_write_text(path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict) -> None:
         if self.enabled:
@@ -44,13 +81,51 @@ class TrainLog:
                 fh.write(json.dumps(record) + "\n")
 
 
-def save_model(accelerator, model, folder: Path, keep_last: int | None = None) -> None:
-    """Save a SentenceTransformer folder from rank 0; prune old `checkpoint-N` siblings."""
+def checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    found = [p for p in run_dir.glob("checkpoint-*") if (p / STATE_FILE).is_file() and p.name.split("-")[1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def find_resume(resume, run_dir: Path) -> Path | None:
+    """`train.resume`: false, true (the latest checkpoint of `out=`), or a checkpoint folder."""
+    if resume in (False, None, "false", "False"):
+        return None
+    if resume in (True, "true", "True"):
+        found = checkpoints(run_dir) if run_dir.is_dir() else []
+        if not found:
+            raise ConfigError(f"train.resume=true but {run_dir} has no complete checkpoint-N folder; "
+                              f"set out= to the run to continue (and train.save_every>0 when it ran)")
+        return found[-1]
+    path = Path(str(resume))
+    if not (path / STATE_FILE).is_file():
+        raise ConfigError(f"train.resume={resume}: not a complete checkpoint (no {STATE_FILE} in it)")
+    return path
+
+
+def save_model(accelerator, model, folder: Path) -> None:
+    """A plain SentenceTransformer folder, written by rank 0."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         accelerator.unwrap_model(model).save(str(folder))
-        if keep_last:
-            old = sorted(folder.parent.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-            for stale in old[:-keep_last]:
-                shutil.rmtree(stale)
     accelerator.wait_for_everyone()
+
+
+def save_checkpoint(accelerator, model, run_dir: Path, progress: dict, keep_last: int) -> Path:
+    """Model folder + full training state + data position, made visible atomically."""
+    final = run_dir / f"checkpoint-{progress['step']}"
+    tmp = run_dir / f".tmp-checkpoint-{progress['step']}"
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    save_model(accelerator, model, tmp)
+    accelerator.save_state(str(tmp / "state"))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        atomic_write_text(tmp / STATE_FILE, json.dumps(progress) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        for stale in checkpoints(run_dir)[:-keep_last]:
+            shutil.rmtree(stale)
+    accelerator.wait_for_everyone()
+    return final

@@ -97,6 +97,23 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     return items + original, summary
 
 
+class EpochShuffle(torch.utils.data.Sampler):
+    """A fresh permutation per epoch from (seed, epoch) alone: a resumed run sees the same order."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+
 class ItemDataset(torch.utils.data.Dataset):
     """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
 

@@ -1,7 +1,8 @@
 """The training loop: continue training a SentenceTransformer with InfoNCE on Accelerate.
 
 Read top to bottom: set-up (run folder, model, data), then the loop, then the final save.
-The same code runs on one CPU, one GPU or N GPUs (`accelerate launch`).
+The same code runs on one CPU, one GPU or N GPUs (`accelerate launch`), and a run that
+was killed resumes from its last checkpoint to the same weights it would have reached.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.utils import broadcast_object_list, set_seed
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
@@ -23,7 +24,7 @@ from ..data.jsonl import atomic_write_text
 from ..evaluate.runner import prompts_for
 from ..models import load_model
 from . import checkpoint
-from .data import Collator, ItemDataset, build_mix
+from .data import Collator, EpochShuffle, ItemDataset, build_mix
 from .losses import InfoNCE
 
 
@@ -39,10 +40,10 @@ def mixed_precision(setting: str) -> str:
     return "no"
 
 
-def agree_on_run_dir(accelerator: Accelerator, cfg: DictConfig) -> Path:
+def agree_on_run_dir(state: PartialState, cfg: DictConfig) -> Path:
     """Rank 0 names the run folder and every rank receives that name."""
     name = [cfg.out or str(Path("checkpoints") / f"{cfg.name}-{datetime.now():%Y%m%d-%H%M%S}")]
-    if accelerator.num_processes > 1:
+    if state.num_processes > 1:
         broadcast_object_list(name, from_process=0)
     return Path(name[0])
 
@@ -56,12 +57,15 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
     return t.batch_size // per_step
 
 
-def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
+def train(cfg: DictConfig) -> Path:
     t = cfg.train
-    accelerator = accelerator or Accelerator(mixed_precision=mixed_precision(t.mixed_precision),
-                                             gradient_accumulation_steps=t.grad_accum)
+    state = PartialState()
+    run_dir = agree_on_run_dir(state, cfg)
+    resume_from = checkpoint.find_resume(t.resume, run_dir)
+    accelerator = Accelerator(mixed_precision=mixed_precision(t.mixed_precision),
+                              gradient_accumulation_steps=t.grad_accum,
+                              log_with=list(t.report_to) or None, project_dir=str(run_dir))
     is_main = accelerator.is_main_process
-    run_dir = agree_on_run_dir(accelerator, cfg)
     set_seed(cfg.seed)
 
     # Everything that can fail cheaply fails here, before any compute.
@@ -75,13 +79,13 @@ def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     dataset = ItemDataset(items, t.hard_negatives)
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, shuffle=True, drop_last=True,
-                                         collate_fn=collate, num_workers=t.num_workers, generator=generator)
-    batches_per_epoch = len(items) // (local_batch * accelerator.num_processes)
-    if batches_per_epoch == 0:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=EpochShuffle(len(dataset), cfg.seed), drop_last=True,
+                                         collate_fn=collate, num_workers=t.num_workers,
+                                         generator=torch.Generator().manual_seed(cfg.seed))
+    steps_per_epoch = len(items) // (local_batch * accelerator.num_processes) // t.grad_accum
+    if steps_per_epoch == 0:
         raise ConfigError(f"only {len(items)} training items: fewer than one global batch of {t.batch_size}")
-    steps_per_epoch = batches_per_epoch // t.grad_accum
+    micro_per_epoch = steps_per_epoch * t.grad_accum  # whole optimiser steps only: resume stays aligned
     total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
     epochs = math.ceil(total_steps / steps_per_epoch)
 
@@ -91,28 +95,48 @@ def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
     loss_fn = InfoNCE(similarity, t.scale)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
 
+    progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
+    if resume_from is not None:
+        accelerator.load_state(str(resume_from / "state"))
+        progress = json.loads((resume_from / "trainer_state.json").read_text())
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
         atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
-    log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main)
+    log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
+    accelerator.init_trackers(cfg.name, config=checkpoint.flat_config(cfg))
 
     # The loop.
-    step, seen, start = 0, 0, time.perf_counter()
-    bar = tqdm(total=total_steps, desc=f"training {cfg.name}", unit="step", disable=not is_main)
+    step, seen, start = progress["step"], 0, time.perf_counter()
+    bar = tqdm(total=total_steps, initial=step, desc=f"training {cfg.name}", unit="step", disable=not is_main)
     model.train()
-    for epoch in range(epochs):
+    for epoch in range(progress["epoch"], epochs):
         dataset.set_epoch(epoch)
-        for batch_idx, batch in enumerate(loader):
+        skip = progress["micro_batches"] if epoch == progress["epoch"] else 0
+        batches = accelerator.skip_first_batches(loader, skip) if skip else loader
+        batches.set_epoch(epoch)  # the order of an epoch depends on (seed, epoch) only
+        for micro, batch in enumerate(batches, start=skip):
+            if micro >= micro_per_epoch:
+                break
+            # Dropout draws from a seed fixed by (seed, epoch, batch, rank) alone, so a resumed
+            # run draws exactly what the uninterrupted run drew, whatever else used the RNG.
+            torch.manual_seed(hash((cfg.seed, epoch, micro, accelerator.process_index)) % 2**63)
             with accelerator.accumulate(model):
-                emb = model(batch["features"])["sentence_embedding"]
-                n = batch["n_queries"]
-                loss = loss_fn(emb[:n], emb[n:], batch["false_negative_mask"])
-                if not torch.isfinite(loss):
-                    raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {batch_idx}); "
-                                        f"the last good checkpoint in {run_dir} is intact. Try a lower train.lr "
-                                        f"or train.mixed_precision=no.")
-                accelerator.backward(loss)
+                try:
+                    emb = model(batch["features"])["sentence_embedding"]
+                    n = batch["n_queries"]
+                    loss = loss_fn(emb[:n], emb[n:], batch["false_negative_mask"])
+                    if not torch.isfinite(loss):
+                        raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
+                                            f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
+                                            f"train.mixed_precision=no, or check that batch's data.")
+                    accelerator.backward(loss)
+                except torch.OutOfMemoryError:
+                    raise TrainingError(
+                        f"out of memory at step {step + 1} with {n} queries x {1 + t.hard_negatives} passages per "
+                        f"device of length <= {t.max_length}: lower train.batch_size or train.hard_negatives, raise "
+                        f"train.grad_accum (same global batch), set train.gradient_checkpointing=true, or lower "
+                        f"train.max_length") from None
                 grad_norm = None
                 if accelerator.sync_gradients:
                     grad_norm = accelerator.clip_grad_norm_(model.parameters(), t.max_grad_norm)
@@ -125,14 +149,17 @@ def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
             step += 1
             bar.update(1)
             if step % t.log_every == 0 or step == total_steps:
-                elapsed = time.perf_counter() - start
                 record = {"step": step, "epoch": epoch, "loss": accelerator.reduce(loss.detach(), "mean").item(),
                           "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                          "triples_per_s": seen / elapsed}
+                          "triples_per_s": seen / (time.perf_counter() - start)}
                 log.write(record)
+                accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
                 bar.set_postfix(loss=f"{record['loss']:.4f}")
             if t.save_every and step % t.save_every == 0 and step < total_steps:
-                checkpoint.save_model(accelerator, model, run_dir / f"checkpoint-{step}", keep_last=t.keep_last)
+                done = {"step": step, "epoch": epoch, "micro_batches": micro + 1}
+                if micro + 1 == micro_per_epoch:
+                    done = {"step": step, "epoch": epoch + 1, "micro_batches": 0}
+                checkpoint.save_checkpoint(accelerator, model, run_dir, done, keep_last=t.keep_last)
             if step >= total_steps:
                 break
         if step >= total_steps:
@@ -140,5 +167,5 @@ def train(cfg: DictConfig, accelerator: Accelerator | None = None) -> Path:
     bar.close()
 
     checkpoint.save_model(accelerator, model, run_dir)
-    accelerator.wait_for_everyone()
+    accelerator.end_training()
     return run_dir
