@@ -59,6 +59,15 @@ class EvalCfg:
     max_corpus: Optional[int] = None  # keep labelled passages + a random sample of the rest
     query_prompt: Optional[str] = None
     passage_prompt: Optional[str] = None
+    run: Optional[str] = None  # score this ranking file instead of encoding with a model
+
+
+@dataclass
+class CompareCfg:
+    baseline: Optional[str] = None  # name or path of the run the others are compared with; None: the first
+    test: str = "randomization"  # paired test over queries: randomization | bootstrap
+    samples: int = 10000  # permutations or bootstrap resamples
+    alpha: float = 0.05
 
 
 @dataclass
@@ -91,6 +100,7 @@ class BoolclConfig:
     eval: EvalCfg = field(default_factory=EvalCfg)
     llm: LLMCfg = field(default_factory=LLMCfg)
     generate: GenerateCfg = field(default_factory=GenerateCfg)
+    compare: CompareCfg = field(default_factory=CompareCfg)
 
 
 ConfigStore.instance().store(name="boolcl_schema", node=BoolclConfig)
@@ -100,6 +110,7 @@ VALID = {
     "train.loss": {"infonce"},
     "train.mixed_precision": {"auto", "no", "fp16", "bf16"},
     "llm.backend": {"offline", "openai"},
+    "compare.test": {"randomization", "bootstrap"},
 }
 OPERATORS = {"and", "or", "not"}
 

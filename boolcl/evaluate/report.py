@@ -22,8 +22,10 @@ def write_trec_run(path: str | Path, run: Mapping[str, list[tuple[str, float]]],
 
 
 def results_dict(result: EvalResult, *, model: dict, data: dict, k: int) -> dict:
+    """The results.json layout; `per_query` and `question_types` let `compare` run paired tests."""
     return {"model": model, "data": data, "settings": result.settings, "timings": result.timings,
-            "metrics": result.metrics, "headline": headline(result, k)}
+            "metrics": result.metrics, "headline": headline(result, k),
+            "question_types": result.question_types, "per_query": result.per_query}
 
 
 def write_results(out_dir: str | Path, result: EvalResult, *, model: dict, data: dict, k: int, tag: str) -> dict:

@@ -19,6 +19,7 @@ class EvalResult:
     run: dict  # {qid: [(docid, score), ...]} best first
     settings: dict
     timings: dict = field(default_factory=dict)
+    question_types: dict = field(default_factory=dict)  # {qid: and|or|not}
 
 
 def prompts_for(model, query_prompt: str | None, passage_prompt: str | None) -> tuple[str | None, str | None]:
@@ -64,7 +65,7 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
                 "questions": len(rset.questions)}
     timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
                "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
-    return EvalResult(agg, values, run, settings, timings)
+    return EvalResult(agg, values, run, settings, timings, groups)
 
 
 def headline(result: EvalResult, k: int = 10) -> dict[str, float | None]:
