@@ -40,6 +40,7 @@ class TrainCfg:
     max_length: int = 300
     loss: str = "infonce"
     scale: Optional[float] = None  # logits multiplier; None: 1 for dot, 20 for cosine
+    gather_negatives: bool = True  # several processes: every process's passages are negatives for every query
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"  # auto | no | fp16 | bf16
     gradient_checkpointing: bool = False
@@ -72,20 +73,42 @@ class CompareCfg:
 
 @dataclass
 class LLMCfg:
-    backend: str = "offline"  # offline | openai
-    base_url: Optional[str] = None
+    backend: str = "offline"  # offline (rules and templates, no network) | openai (any OpenAI-compatible endpoint)
+    base_url: Optional[str] = None  # None: api.openai.com; e.g. http://127.0.0.1:8000/v1 for vLLM / llama.cpp
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"  # the name of the variable, never the key
-    concurrency: int = 16
+    concurrency: int = 16  # requests in flight at once
     temperature: float = 0.0
     max_tokens: int = 256
+    timeout: float = 60.0  # seconds per request before it counts as a timeout (and is retried)
+    max_retries: int = 8  # per request, on 429 / 5xx / timeouts / connection errors
+    backoff: float = 1.0  # first back-off in seconds, doubled each retry (a Retry-After header wins)
+    max_backoff: float = 60.0
+    price_input: float = 0.15  # USD per million prompt tokens, for the report's cost estimate
+    price_output: float = 0.60  # USD per million completion tokens
 
 
 @dataclass
 class GenerateCfg:
-    corpus: str = "sample"
-    num_examples: int = 2000
+    corpus: str = "sample"  # sample | boolquestions-msmarco[:DIR] | boolquestions-nq[:DIR] | corpus.jsonl | folder
+    num_examples: int = 2000  # in total, split evenly over the operators
     operators: list[str] = field(default_factory=lambda: ["not"])
+    grouping: str = "auto"  # cluster (MS MARCO) | page (NQ: successive passages of a title) | prefix (docid up to '/') | auto
+    cluster_size: int = 8  # mean passages per cluster: n_clusters = passages // cluster_size
+    svd_dim: int = 64  # truncated SVD dimensions before agglomerative clustering
+    sample_size: Optional[int] = 20000  # passages sampled before grouping; None: all
+    page_size: int = 8  # most successive passages of one page in a group
+    min_candidates: int = 2  # candidate passages drawn per group (the paper: 2 or 3)
+    max_candidates: int = 3
+    min_passage_chars: int = 40  # shorter passages are skipped (and counted)
+    max_passage_chars: int = 2000  # passages are cut to this length inside prompts
+    filter: str = "strict"  # strict: positives answer and AND/NOT negatives do not | positives | off
+    hard_negatives: int = 4  # extra negatives mined with the encoder (top-k minus positives)
+    mine_depth: int = 30  # how deep in the ranking to look for them
+    encoder: Optional[str] = None  # encoder for clustering and mining; None: `model`
+    exclude: Optional[str] = None  # an eval set (e.g. sample) whose labelled passages are never used
+    cache_dir: str = ".boolcl_cache/generate"  # LLM answers and embeddings; resumes a killed run
+    max_waves: int = 8  # rounds of extra draws when filtering left fewer examples than asked
 
 
 @dataclass
@@ -110,6 +133,8 @@ VALID = {
     "train.loss": {"infonce"},
     "train.mixed_precision": {"auto", "no", "fp16", "bf16"},
     "llm.backend": {"offline", "openai"},
+    "generate.grouping": {"auto", "cluster", "page", "prefix"},
+    "generate.filter": {"strict", "positives", "off"},
     "compare.test": {"randomization", "bootstrap"},
 }
 OPERATORS = {"and", "or", "not"}

@@ -14,29 +14,38 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
+def _make_tiny(root: Path, dropout: float) -> Path:
     """A randomly initialised 2-layer BERT saved as a SentenceTransformer folder (vocab of MiniLM)."""
+    import torch
     from sentence_transformers import SentenceTransformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from boolcl.models import packaged_model_dir
 
-    import torch
-
     torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("tiny")
     hf = root / "hf"
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     BertModel(config).save_pretrained(hf)
     tokenizer.save_pretrained(hf)
     model = SentenceTransformer(str(hf), device="cpu")
     model.max_seq_length = 64
-    out = root / "st"
-    model.save(str(out))
-    return out
+    model.save(str(root / "st"))
+    return root / "st"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """Shapes only: random weights, dropout on (so RNG handling is exercised)."""
+    return _make_tiny(tmp_path_factory.mktemp("tiny"), dropout=0.1)
+
+
+@pytest.fixture(scope="session")
+def tiny_nodrop_dir(tmp_path_factory) -> Path:
+    """As tiny_model_dir without dropout: runs on 1 and 2 processes must compute the same thing."""
+    return _make_tiny(tmp_path_factory.mktemp("tiny-nodrop"), dropout=0.0)
 
 
 def dump_jsonl(path: Path, rows) -> Path:

@@ -7,9 +7,10 @@ import time
 from accelerate import PartialState
 
 from boolcl.config import compose
-from boolcl.train.loop import agree_on_run_dir
+from boolcl.train.loop import agree_on_run_dir, cpu_only_distributed
 
-acc = PartialState()
+acc = PartialState(cpu=cpu_only_distributed())
+assert acc.num_processes == 2, acc.distributed_type
 if acc.process_index == 1:
     time.sleep(1.2)
 print(f"RUN_DIR rank={acc.process_index} {agree_on_run_dir(acc, compose(['recipe=tiny']))}", flush=True)

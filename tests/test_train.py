@@ -39,19 +39,20 @@ def tiny_cfg(tiny_model_dir, pool, out, *extra):
                     "train.max_length=32", f"out={out}", *extra])
 
 
-def test_collator_masks_other_queries_labelled_positives(tiny_model_dir):
+def test_collator_and_loss_mask_other_queries_labelled_positives(tiny_model_dir):
     from boolcl.models import load_model
+    from boolcl.train.losses import false_negative_mask
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     ds = ItemDataset([Item("q0", ["a", "b"], ["A", "B"], ["n"], ["N"], "not"),
                       Item("q1", ["b"], ["B"], [], [], "simple")], n_negatives=1)
     batch = Collator(tok, 16, 1)([ds[0], ds[1]])
-    # passages: [q0's positive A, q1's positive B, q0's negative N, q1's fallback negative (q0's positive A)]
+    # passages: [q0's positive A, q1's positive B, q0's negative N, a placeholder (q1 has no negative)]
     assert batch["n_queries"] == 2 and batch["features"]["input_ids"].shape[0] == 6
-    mask = batch["false_negative_mask"]
-    # B is a labelled positive of q0, and the last column repeats q0's own target: neither is its negative
+    mask = false_negative_mask(batch["positive_keys"], batch["passage_keys"], torch.arange(2))
+    # B is a labelled positive of q0, so never its negative; the placeholder is nobody's negative
     assert mask.tolist() == [[False, True, False, True],
-                             [False, False, False, False]]
+                             [False, False, False, True]]
     ds.set_epoch(1)
     assert ds[0]["positive"] == "B"  # positives rotate across epochs
 
@@ -61,9 +62,9 @@ def test_infonce_matches_cross_entropy_and_masks():
     q, p = torch.randn(3, 8), torch.randn(6, 8)
     loss = InfoNCE("dot", scale=1.0)(q, p)
     assert loss.item() == pytest.approx(torch.nn.functional.cross_entropy(q @ p.T, torch.arange(3)).item(), rel=1e-6)
-    mask = torch.zeros(3, 6, dtype=torch.bool)
-    mask[0, 4] = True
-    masked = InfoNCE("dot", scale=1.0)(q, p, mask)
+    passage_keys = torch.tensor([10, 11, 12, 13, 14, 15])
+    positive_keys = torch.tensor([[10, 14], [11, -1], [12, -1]])  # passage 4 is also a positive of query 0
+    masked = InfoNCE("dot", scale=1.0)(q, p, passage_keys, positive_keys)
     logits = q @ p.T
     row0 = -torch.log_softmax(torch.cat([logits[0, :4], logits[0, 5:]]), 0)[0]
     rest = torch.nn.functional.cross_entropy(logits[1:], torch.tensor([1, 2]), reduction="sum")
@@ -108,12 +109,20 @@ def test_impossible_configs_fail_before_compute(tiny_model_dir, pool, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _launch(args, cwd, timeout=300):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     # --multi_gpu on a machine without GPUs starts 2 CPU processes over gloo (torchrun underneath)
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-           str(29500 + os.getpid() % 1000), *args]
+           str(_free_port()), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -199,3 +208,33 @@ def test_resume_errors_are_clear(tiny_model_dir, pool, tmp_path):
 def test_tensorboard_curves_are_written(tiny_model_dir, pool, tmp_path):
     out = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "tb"))
     assert list(out.glob("**/events.out.tfevents.*"))
+
+
+def test_two_processes_shard_the_data_without_duplicates(tmp_path):
+    res = _launch([str(ROOT / "tests" / "shard_probe.py")], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    per_rank = [line.split()[2:] for line in res.stdout.splitlines() if line.startswith("ITEMS")]
+    assert len(per_rank) == 2 and not set(per_rank[0]) & set(per_rank[1])
+    assert len(per_rank[0]) == len(per_rank[1]) == 9  # 23 items, global batch 6: 3 full steps, rest dropped
+
+
+def test_two_processes_match_one_process(tiny_nodrop_dir, pool, tmp_path):
+    """Same global batch on 1 and 2 processes: same losses and weights, up to float reordering."""
+    args = ["recipe=tiny", f"model={tiny_nodrop_dir}", f"train.boolean={pool}", f"train.original={pool}",
+            "train.batch_size=2", "train.hard_negatives=1", "train.max_length=32", "train.max_steps=3",
+            "train.log_every=1", "train.report_to=[]"]
+    one = tmp_path / "one"
+    res = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"out={one}"],
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    two = tmp_path / "two"
+    res = _launch([str(ROOT / "train.py"), *args, f"out={two}"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log1 = [json.loads(x) for x in (one / "train_log.jsonl").read_text().splitlines()]
+    log2 = [json.loads(x) for x in (two / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log2] == [1, 2, 3]  # rank 0 alone writes the log
+    assert "processes: 2" in res.stdout + res.stderr  # really distributed, not two lone runs
+    for a, b in zip(log1, log2):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-5)
+    w1, w2 = _weights(one), _weights(two)
+    assert all(torch.allclose(w1[k], w2[k], rtol=1e-4, atol=1e-6) for k in w1)

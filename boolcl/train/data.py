@@ -139,15 +139,23 @@ class ItemDataset(torch.utils.data.Dataset):
                 "positive_ids": it.positive_ids, "negatives": negs}
 
 
+PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
+
+
+def passage_key(passage_id: str) -> int:
+    """A stable 63-bit integer for a passage id, so masks can be built on device and across processes."""
+    return int.from_bytes(hashlib.blake2b(passage_id.encode(), digest_size=8).digest(), "little") >> 1
+
+
 class Collator:
     """Tokenise queries and passages together, padded to the longest in the batch.
 
     One tokenizer call and one forward pass for the whole batch: queries first, then
-    each item's positive, then the negatives.
-
-    Every item contributes exactly `n_negatives` passages (short lists are topped up by
-    repeating), so batches have a fixed shape for the loss. `mask[i, j]` is True where
-    passage j is a labelled positive of query i other than its own target.
+    each item's positive, then the negatives. Every item contributes exactly
+    `n_negatives` passages (short lists are topped up by repeating; an item without any
+    gets empty placeholders the loss ignores), so batches have a fixed shape. Passage ids travel as integer keys: `passage_keys[j]` for passage j and
+    `positive_keys[i]` (padded with -1) for all labelled positives of query i, from which
+    the loss masks false negatives, also across processes.
     """
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
@@ -155,26 +163,23 @@ class Collator:
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
 
-
     def __call__(self, batch: list[dict]) -> dict:
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
         for i, b in enumerate(batch):
             negs = b["negatives"] or []
             for j in range(self.n_negatives):
-                if negs:
-                    pid, text = negs[j % len(negs)]
-                else:  # no negative at all: reuse another item's positive (still a true negative)
-                    other = batch[(i + 1 + j) % len(batch)]
-                    pid, text = other["positive_id"], other["positive"]
+                # no negative at all: an empty placeholder that the loss leaves out of every softmax
+                pid, text = negs[j % len(negs)] if negs else (None, "")
                 ids.append(pid)
                 passages.append(text)
-        mask = torch.zeros(len(batch), len(passages), dtype=torch.bool)
+        width = max(len(b["positive_ids"]) for b in batch)
+        positive_keys = torch.full((len(batch), width), -1, dtype=torch.long)
         for i, b in enumerate(batch):
-            own = set(b["positive_ids"])
-            for j, pid in enumerate(ids):
-                if j != i and pid in own:
-                    mask[i, j] = True
+            positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
         texts = [self.query_prompt + b["query"] for b in batch] + [self.passage_prompt + p for p in passages]
         features = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                                   return_tensors="pt")
-        return {"features": dict(features), "n_queries": len(batch), "false_negative_mask": mask}
+        return {"features": dict(features), "n_queries": len(batch),
+                "passage_keys": torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids],
+                                             dtype=torch.long),
+                "positive_keys": positive_keys}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +41,12 @@ def mixed_precision(setting: str) -> str:
     return "no"
 
 
+def cpu_only_distributed() -> bool:
+    """Several processes but no CUDA: Accelerate must be told to use CPU processes over gloo,
+    or each process would silently train alone (`accelerate launch --multi_gpu` on a CPU box)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+
+
 def agree_on_run_dir(state: PartialState, cfg: DictConfig) -> Path:
     """Rank 0 names the run folder and every rank receives that name."""
     name = [cfg.out or str(Path("checkpoints") / f"{cfg.name}-{datetime.now():%Y%m%d-%H%M%S}")]
@@ -59,10 +66,10 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
 
 def train(cfg: DictConfig) -> Path:
     t = cfg.train
-    state = PartialState()
+    state = PartialState(cpu=cpu_only_distributed())
     run_dir = agree_on_run_dir(state, cfg)
     resume_from = checkpoint.find_resume(t.resume, run_dir)
-    accelerator = Accelerator(mixed_precision=mixed_precision(t.mixed_precision),
+    accelerator = Accelerator(cpu=cpu_only_distributed(), mixed_precision=mixed_precision(t.mixed_precision),
                               gradient_accumulation_steps=t.grad_accum,
                               log_with=list(t.report_to) or None, project_dir=str(run_dir))
     is_main = accelerator.is_main_process
@@ -73,8 +80,11 @@ def train(cfg: DictConfig) -> Path:
     model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length)
     similarity = model.similarity_fn_name or "cosine"
     items, mix = build_mix(cfg)
+    encoder = model[0].auto_model
+    if getattr(encoder, "pooler", None) is not None:  # BERT's pooler: computed, never used by SentenceTransformer
+        encoder.pooler.requires_grad_(False)  # (DDP would wait forever for its gradients)
     if t.gradient_checkpointing:
-        model[0].auto_model.gradient_checkpointing_enable()
+        encoder.gradient_checkpointing_enable()
 
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     dataset = ItemDataset(items, t.hard_negatives)
@@ -92,8 +102,11 @@ def train(cfg: DictConfig) -> Path:
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay,
                                   fused=accelerator.device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
-    loss_fn = InfoNCE(similarity, t.scale)
-    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    loss_fn = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
+    # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
+    # (Accelerate would step it once per process) and is only saved with the state.
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    accelerator.register_for_checkpointing(scheduler)
 
     progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
     if resume_from is not None:
@@ -103,6 +116,11 @@ def train(cfg: DictConfig) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
         atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
+    if is_main:
+        print(f"training {cfg.name}: {mix['boolean']['examples']} Boolean + {mix['original']['examples']} original "
+              f"examples, processes: {accelerator.num_processes}, global batch {t.batch_size}, {total_steps} steps, "
+              f"precision {accelerator.mixed_precision} -> {run_dir}" + (f" (resuming {resume_from.name})" if resume_from else ""),
+              flush=True)
     log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
     accelerator.init_trackers(cfg.name, config=checkpoint.flat_config(cfg))
 
@@ -125,7 +143,7 @@ def train(cfg: DictConfig) -> Path:
                 try:
                     emb = model(batch["features"])["sentence_embedding"]
                     n = batch["n_queries"]
-                    loss = loss_fn(emb[:n], emb[n:], batch["false_negative_mask"])
+                    loss = loss_fn(emb[:n], emb[n:], batch["passage_keys"], batch["positive_keys"])
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
                                             f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
@@ -140,8 +158,9 @@ def train(cfg: DictConfig) -> Path:
                 grad_norm = None
                 if accelerator.sync_gradients:
                     grad_norm = accelerator.clip_grad_norm_(model.parameters(), t.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
+                optimizer.step()  # a no-op between accumulation boundaries
+                if accelerator.sync_gradients:
+                    scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             seen += n * accelerator.num_processes
             if not accelerator.sync_gradients:

@@ -2,7 +2,8 @@
 
 Query i's target is passage i; every other passage in the batch (other queries'
 positives and all hard negatives) is a negative, except passages that are labelled
-positives of query i (`false_negative_mask`), which are left out of its softmax.
+positives of query i, which are left out of its softmax. With `gather=True` under
+several processes, every process's passages serve as negatives for every query.
 """
 from __future__ import annotations
 
@@ -23,17 +24,51 @@ def default_scale(kind: str) -> float:
     return 20.0 if kind == "cosine" else 1.0
 
 
+def false_negative_mask(positive_keys: torch.Tensor, passage_keys: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """True where passage j is a labelled positive of query i but not its target, or a placeholder."""
+    from .data import PLACEHOLDER
+
+    mask = (passage_keys[None, :, None] == positive_keys[:, None, :]).any(-1) | (passage_keys == PLACEHOLDER)[None, :]
+    mask[torch.arange(len(targets), device=mask.device), targets] = False
+    return mask
+
+
+def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """All processes' rows (gradients flow back to their owners) and this process's offset."""
+    import torch.distributed as dist
+    from torch.distributed.nn.functional import all_gather
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return x, 0
+    return torch.cat(all_gather(x), 0), dist.get_rank() * x.shape[0]
+
+
+def gather_keys(x: torch.Tensor) -> torch.Tensor:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return x
+    out = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, x)
+    return torch.cat(out, 0)
+
+
 class InfoNCE(torch.nn.Module):
-    def __init__(self, similarity: str = "dot", scale: float | None = None):
+    def __init__(self, similarity: str = "dot", scale: float | None = None, gather: bool = False):
         super().__init__()
-        self.kind = similarity
+        self.kind, self.gather = similarity, gather
         self.scale = default_scale(similarity) if scale is None else scale
 
-    def forward(self, q: torch.Tensor, p: torch.Tensor, false_negative_mask: torch.Tensor | None = None,
-                target_offset: int = 0) -> torch.Tensor:
-        """q: (B, d) queries; p: (P, d) passages whose rows offset..offset+B are the targets."""
+    def forward(self, q: torch.Tensor, p: torch.Tensor, passage_keys: torch.Tensor | None = None,
+                positive_keys: torch.Tensor | None = None) -> torch.Tensor:
+        """q: (B, d) queries; p: (P, d) passages, rows 0..B-1 being the queries' targets."""
+        offset = 0
+        if self.gather:
+            p, offset = gather_with_grad(p)
+            if passage_keys is not None:
+                passage_keys = gather_keys(passage_keys)
+        targets = torch.arange(q.shape[0], device=q.device) + offset
         logits = self.scale * similarity(q, p, self.kind).float()
-        if false_negative_mask is not None:
-            logits = logits.masked_fill(false_negative_mask, float("-inf"))
-        labels = torch.arange(q.shape[0], device=q.device) + target_offset
-        return F.cross_entropy(logits, labels)
+        if passage_keys is not None and positive_keys is not None:
+            logits = logits.masked_fill(false_negative_mask(positive_keys, passage_keys, targets), float("-inf"))
+        return F.cross_entropy(logits, targets)

@@ -1,0 +1,414 @@
+"""QUEST and BIRCO evaluation: score a model, or a ranking file, on each benchmark's protocol.
+
+Specs (the `data=` value):
+
+- `quest[:PATH]`, `quest-val[:PATH]`, `quest-train[:PATH]`: QUEST's test (default), val or
+  train queries. PATH is a folder of release files (`test.jsonl` ... and `documents.jsonl`)
+  or an examples `.jsonl` file; without PATH the queries come from the hub copy
+  `cmalaviya/quest`, which is enough to score a ranking file (`eval.run=`) but not to encode:
+  the documents are only in QUEST's `documents.zip`. Full-corpus search (as in the QUEST
+  paper); MRR@k, nDCG@k, Recall@k/@20/@100 and NegRecall@k per operator
+  (simple / and / or / not / and+not).
+- `birco-<task>[-dev][:PATH]` and `birco[:PATH]` (every task found): BIRCO's tasks arguana,
+  clinical-trial, doris-mae, relic, wtb. PATH is the release root (`<task>/test_set.pickle`,
+  as in the BIRCO repository's `datasets/`), a task folder, a `.pickle` file, or a local copy
+  of an MTEB hub repository; without PATH the test split comes from the hub
+  (`mteb/BIRCO-<Task>-Test`). Each query's candidate pool is ranked (no full-corpus search)
+  and scored with graded nDCG@10 (+ MRR, Recall) per task; with several tasks the data
+  description also holds the paper's average over tasks.
+
+`eval.run=FILE` scores a ranking instead of a model: a TREC run (`qid Q0 docid rank score
+tag`; ties broken by docid, descending, as trec_eval does), a BIRCO rank pickle
+`{qid: [cid, ...]}` best first (or a folder with one `<task>/*.pickle` per task, such as the
+release's `ranks/`), or for QUEST its own predictions JSONL (`query`, `docs` best first).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data import birco as birco_data
+from ..data import quest as quest_data
+from ..data.jsonl import DataError
+from ..data.loaders import RetrievalSet
+from ..data.schema import Context, EvalQuestion
+from . import metrics
+from .encode import encode
+from .runner import RUN_DEPTH, EvalResult, evaluate_model, prompts_for
+from .search import normalize
+
+QUEST_RECALL_KS = (20, 100)
+BIRCO_MAIN_K = 10  # the BIRCO paper's nDCG@10
+SHOW_PROGRESS = True  # progress bars while encoding
+
+
+@dataclass
+class BenchmarkSpec:
+    kind: str  # quest | birco
+    name: str  # quest, quest-val, birco, birco-relic, birco-relic-dev
+    split: str
+    task: str | None  # BIRCO task; None: every task found
+    path: str | None  # None: the hub
+
+
+def parse_spec(spec: str) -> BenchmarkSpec | None:
+    """The benchmark a `data=` value names, or None when it names none."""
+    name, sep, path = spec.partition(":")
+    path = path if sep and path else None
+    if name in ("quest", "quest-test"):
+        return BenchmarkSpec("quest", "quest", "test", None, path)
+    if name.startswith("quest-"):
+        if name[6:] not in quest_data.SPLIT_FILES:
+            raise DataError(spec, None, f"unknown QUEST split {name[6:]!r}; use quest[:PATH] (test) or "
+                            f"quest-<split>[:PATH] with a split of {', '.join(quest_data.SPLIT_FILES)}")
+        return BenchmarkSpec("quest", f"quest-{name[6:]}", name[6:], None, path)
+    if name == "birco" or name in ("birco-dev", "birco-test"):
+        split = "dev" if name == "birco-dev" else "test"
+        return BenchmarkSpec("birco", "birco" + ("-dev" if split == "dev" else ""), split, None, path)
+    if name.startswith("birco-"):
+        rest, split = name[6:], "test"
+        for s in birco_data.SPLITS:
+            if rest.endswith(f"-{s}") and rest[: -len(s) - 1] in birco_data.TASKS:
+                rest, split = rest[: -len(s) - 1], s
+        if rest not in birco_data.TASKS:
+            raise DataError(spec, None, f"unknown BIRCO task {rest!r}; use birco-<task>[-dev][:PATH] with a task "
+                            f"of {', '.join(birco_data.TASKS)}, or birco[:PATH] for all")
+        return BenchmarkSpec("birco", f"birco-{rest}" + ("" if split == "test" else f"-{split}"), split, rest, path)
+    return None
+
+
+def is_benchmark(spec: str) -> bool:
+    return parse_spec(spec) is not None if spec.startswith(("quest", "birco")) else False
+
+
+def _cfg(cfg, key: str, default=None):
+    from omegaconf import DictConfig, OmegaConf
+
+    if cfg is None:
+        return default
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(cfg)
+    value = OmegaConf.select(cfg, key, default=default)
+    return default if value is None else value
+
+
+# ----------------------------------------------------------------------------- ranking files
+
+def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """A TREC run as `{qid: [(docid, score), ...]}`, ordered by score as trec_eval orders it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "file not found")
+    run: dict[str, list[tuple[str, float]]] = {}
+    seen: set[tuple[str, str]] = set()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 6:
+                raise DataError(path, lineno, f"a TREC run line has 6 columns 'qid Q0 docid rank score tag', "
+                                f"this one has {len(parts)}", field="columns")
+            qid, _, docid, rank, score, _ = parts
+            try:
+                int(rank)
+            except ValueError:
+                raise DataError(path, lineno, f"field 'rank': {rank!r} is not an integer", field="rank") from None
+            try:
+                value = float(score)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise DataError(path, lineno, f"field 'score': {score!r} is not a finite number", field="score")
+            if (qid, docid) in seen:
+                raise DataError(path, lineno, f"field 'docid': {docid!r} is ranked twice for query {qid!r}",
+                                field="docid")
+            seen.add((qid, docid))
+            run.setdefault(qid, []).append((docid, value))
+    if not run:
+        raise DataError(path, None, "holds no ranking lines")
+    return {qid: metrics.rank(lst) for qid, lst in run.items()}
+
+
+def _is_pickle(path: Path) -> bool:
+    if path.suffix in (".pickle", ".pkl"):
+        return True
+    with path.open("rb") as fh:
+        return fh.read(1) == b"\x80"
+
+
+def _from_ranking(cids: list[str]) -> list[tuple[str, float]]:
+    """A best-first list as (docid, score) with strictly decreasing scores."""
+    n = len(cids)
+    return [(c, float(n - i)) for i, c in enumerate(cids)]
+
+
+def _rank_pickle_in(folder: Path, task: str) -> Path:
+    bases = [folder / task, folder / "ranks" / task] + ([folder] if folder.name == task else [])
+    for base in bases:
+        found = sorted(base.glob("*.pickle")) if base.is_dir() else []
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise DataError(base, None, f"holds several rank files ({', '.join(p.name for p in found)}); "
+                            "give eval.run the one to score")
+    raise DataError(folder, None, f"no rank file for {task} (looked for {folder / task}/*.pickle)")
+
+
+# ----------------------------------------------------------------------------- model loading
+
+def _load_model(model_spec: str, cfg):
+    from ..models import fingerprint, load_model
+
+    similarity = None if Path(model_spec).is_dir() else _cfg(cfg, "similarity")
+    model = load_model(model_spec, similarity=similarity, max_length=_cfg(cfg, "eval.max_length"))
+    info = {"spec": model_spec, "origin": getattr(model, "boolcl_origin", None), "fingerprint": fingerprint(model),
+            "similarity": model.similarity_fn_name}
+    return model, info
+
+
+def _similarity(model) -> str:
+    similarity = model.similarity_fn_name or "cosine"
+    if similarity not in ("dot", "cosine"):
+        raise ValueError(f"similarity {similarity!r} is not supported (use dot or cosine)")
+    return similarity
+
+
+# ----------------------------------------------------------------------------- BIRCO
+
+def rank_pools(model, task: birco_data.BircoTask, *, batch_size: int = 64, query_prompt: str | None = None,
+               passage_prompt: str | None = None, show_progress: bool = True) -> dict[str, list[tuple[str, float]]]:
+    """Rank each query's candidate pool by the model's similarity (the BIRCO protocol)."""
+    q_prompt, p_prompt = prompts_for(model, query_prompt, passage_prompt)
+    cids = list(dict.fromkeys(c for pool in task.qrels.values() for c in pool))
+    position = {c: i for i, c in enumerate(cids)}
+    qids = list(task.qrels)
+    p_emb = encode(model, [task.corpus[c] for c in cids], batch_size=batch_size, prompt=p_prompt,
+                   desc=f"passages ({task.name})", show_progress=show_progress)
+    q_emb = encode(model, [task.queries[q] for q in qids], batch_size=batch_size, prompt=q_prompt,
+                   desc="queries", show_progress=show_progress)
+    if _similarity(model) == "cosine":
+        p_emb, q_emb = normalize(p_emb), normalize(q_emb)
+    run = {}
+    for i, qid in enumerate(qids):
+        pool = task.pool(qid)
+        scores = p_emb[[position[c] for c in pool]] @ q_emb[i]
+        run[qid] = metrics.rank(zip(pool, (float(s) for s in scores)))
+    return run
+
+
+def _check_birco_run(task: birco_data.BircoTask, run: dict, where: str) -> None:
+    for qid, ranked in run.items():
+        if qid not in task.qrels:
+            raise DataError(where, None, f"query {qid!r} is not in {task.name} ({task.source})", field="qid")
+        pool = task.qrels[qid]
+        for cid, _ in ranked:
+            if cid not in pool:
+                raise DataError(where, None, f"passage {cid!r} ranked for query {qid!r} is not in its candidate "
+                                "pool (BIRCO ranks each query's pool only)", field="docid")
+
+
+def _birco_file_runs(run_path: Path, tasks: list[birco_data.BircoTask], multi: bool) -> tuple[dict, dict]:
+    """{task: {qid: [(cid, score)]}} from a rank pickle, a folder of them, or a TREC run."""
+    runs: dict[str, dict] = {}
+    files: dict[str, str] = {}
+    if run_path.is_dir():
+        fmt = "birco-rank-pickle"
+        for t in tasks:
+            p = _rank_pickle_in(run_path, t.task)
+            runs[t.task] = {q: _from_ranking(c) for q, c in birco_data.load_rank_pickle(p).items()}
+            files[t.task] = str(p.resolve())
+    elif not run_path.is_file():
+        raise DataError(run_path, None, "eval.run: file not found")
+    elif _is_pickle(run_path):
+        fmt = "birco-rank-pickle"
+        if multi:
+            raise DataError(run_path, None, "one rank pickle holds one task; for several tasks give a folder "
+                            "with <task>/*.pickle (like the release's ranks/) or a TREC run with <task>/<qid> ids")
+        runs[tasks[0].task] = {q: _from_ranking(c) for q, c in birco_data.load_rank_pickle(run_path).items()}
+        files[tasks[0].task] = str(run_path.resolve())
+    else:
+        fmt = "trec"
+        trec = read_trec_run(run_path)
+        by_name = {t.task: t for t in tasks}
+        for qid, ranked in trec.items():
+            task_name, slash, local = qid.partition("/")
+            if multi or (slash and task_name in by_name):
+                if not slash or task_name not in by_name:
+                    raise DataError(run_path, None, f"query {qid!r}: with several tasks, query ids are "
+                                    f"<task>/<qid> with a task of {', '.join(by_name)}", field="qid")
+                runs.setdefault(task_name, {})[local] = ranked
+            else:
+                runs.setdefault(tasks[0].task, {})[qid] = ranked
+        files = {t.task: str(run_path.resolve()) for t in tasks}
+    for t in tasks:
+        _check_birco_run(t, runs.setdefault(t.task, {}), files[t.task])
+    return runs, {"path": str(run_path.resolve()), "format": fmt, "files": files}
+
+
+def _evaluate_birco(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+    k = int(_cfg(cfg, "eval.k", 10))
+    if bs.task is not None:
+        tasks = [birco_data.load_birco(bs.task, bs.path, bs.split)]
+    elif bs.path is None:
+        tasks = [birco_data.load_birco(t, None, bs.split) for t in birco_data.TASKS]
+    else:
+        names = birco_data.available_tasks(bs.path, bs.split)
+        if not names:
+            raise DataError(bs.path, None, f"no BIRCO {bs.split} sets here (looked for <task>/{bs.split}_set.pickle "
+                            f"with a task of {', '.join(birco_data.TASKS)})")
+        tasks = [birco_data.load_birco(t, bs.path, bs.split) for t in names]
+    multi = bs.task is None
+
+    run_path = _cfg(cfg, "eval.run")
+    timings: dict = {}
+    settings: dict = {"k": k, "protocol": "rank each query's candidate pool (BIRCO); graded nDCG"}
+    if run_path:
+        runs, run_info = _birco_file_runs(Path(run_path), tasks, multi)
+        settings["run"] = run_info
+    else:
+        if not model_spec:
+            raise ValueError("evaluate_benchmark needs a model or eval.run=FILE")
+        model, info = _load_model(model_spec, cfg)
+        q_prompt, p_prompt = prompts_for(model, _cfg(cfg, "eval.query_prompt"), _cfg(cfg, "eval.passage_prompt"))
+        batch_size = int(_cfg(cfg, "eval.batch_size", 64))
+        runs = {}
+        t0 = time.perf_counter()
+        for t in tasks:
+            runs[t.task] = rank_pools(model, t, batch_size=batch_size, query_prompt=q_prompt,
+                                      passage_prompt=p_prompt, show_progress=SHOW_PROGRESS)
+        timings["rank_pools_s"] = time.perf_counter() - t0
+        settings.update({"model": info, "batch_size": batch_size, "similarity": _similarity(model),
+                         "query_prompt": q_prompt, "passage_prompt": p_prompt,
+                         "max_seq_length": model.max_seq_length})
+
+    def gid(task: str, qid: str) -> str:
+        return f"{task}/{qid}" if multi else qid
+
+    qrels, run, groups = {}, {}, {}
+    missing: dict[str, int] = {}
+    for t in tasks:
+        for qid, rel in t.qrels.items():
+            qrels[gid(t.task, qid)] = rel
+            groups[gid(t.task, qid)] = t.task
+        for qid, ranked in runs[t.task].items():
+            run[gid(t.task, qid)] = ranked
+        missing[t.task] = sum(1 for q in t.qrels if q not in runs[t.task])
+        if missing[t.task]:
+            warnings.warn(f"{t.name}: {missing[t.task]} of {len(t.qrels)} queries have no ranking and score 0",
+                          stacklevel=3)
+    ranked = {q: [d for d, _ in lst] for q, lst in run.items()}
+    values = metrics.per_query(ranked, qrels, {}, k=k)
+    if k != BIRCO_MAIN_K:
+        values.update(metrics.per_query(ranked, qrels, {}, k=BIRCO_MAIN_K, measures=("MRR", "nDCG")))
+    agg = metrics.aggregate(values, groups)
+    settings.update({"questions": len(qrels), "passages": sum(len(t.corpus) for t in tasks)})
+
+    data = {"name": bs.name, "source": "; ".join(t.source for t in tasks), "questions": len(qrels),
+            "passages": sum(len(t.corpus) for t in tasks), "benchmark": "birco", "split": bs.split,
+            "protocol": "each query's candidate pool (its qrel keys) is ranked; no full-corpus search",
+            "tasks": {t.task: t.describe() for t in tasks},
+            "negrecall": "not applicable: BIRCO has graded relevance, no explicit negatives",
+            "queries_without_ranking": missing}
+    if multi:
+        data["task_average"] = {m: _mean([agg[m][t.task.upper()]["value"] for t in tasks]) for m in agg
+                                if not m.startswith("NegRecall")}
+    return EvalResult(agg, values, run, settings, timings, groups), data
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+# ----------------------------------------------------------------------------- QUEST
+
+def quest_values(ranked: dict[str, list[str]], qrels: dict, negatives: dict, k: int) -> dict[str, dict[str, float]]:
+    """MRR/NegRecall/Recall/nDCG @k, the same @10 when k differs, and Recall@20/@100."""
+    values = metrics.per_query(ranked, qrels, negatives, k=k)
+    if k != 10:
+        values.update(metrics.per_query(ranked, qrels, negatives, k=10, measures=("MRR", "NegRecall", "nDCG")))
+    for rk in QUEST_RECALL_KS:
+        if rk != k:
+            values.update(metrics.per_query(ranked, qrels, negatives, k=rk, measures=("Recall",)))
+    return values
+
+
+def _evaluate_quest(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+    k = int(_cfg(cfg, "eval.k", 10))
+    depth = max(k, RUN_DEPTH, *QUEST_RECALL_KS)
+    run_path = _cfg(cfg, "eval.run")
+    qset = quest_data.load_quest(bs.path, bs.split, need_corpus=not run_path)
+    timings: dict = {}
+    if run_path:
+        path = Path(run_path)
+        if not path.is_file():
+            raise DataError(path, None, "eval.run: file not found")
+        with path.open("rb") as fh:
+            head = fh.read(4096).lstrip()
+        if path.suffix in (".jsonl", ".json") or head.startswith(b"{"):
+            fmt, run = "quest-predictions", quest_data.read_predictions(path, qset)
+        else:
+            fmt, run = "trec", read_trec_run(path)
+            known = {ex.qid for ex in qset.examples}
+            corpus_ids = set(qset.corpus.ids) if qset.corpus is not None else None
+            for qid, lst in run.items():
+                if qid not in known:
+                    raise DataError(path, None, f"query {qid!r} is not in {qset.name} (QUEST query ids are the "
+                                    "0-based positions of the queries in the examples file)", field="qid")
+                if corpus_ids is not None:
+                    bad = next((d for d, _ in lst if d not in corpus_ids), None)
+                    if bad is not None:
+                        raise DataError(path, None, f"document {bad!r} (query {qid!r}) is not in the documents "
+                                        "file (ids are titles with spaces as '_')", field="docid")
+        settings = {"k": k, "run": {"path": str(path.resolve()), "format": fmt}}
+    else:
+        if not model_spec:
+            raise ValueError("evaluate_benchmark needs a model or eval.run=FILE")
+        qset = quest_data.subsample(qset, _cfg(cfg, "eval.max_corpus"), int(_cfg(cfg, "seed", 0)))
+        model, info = _load_model(model_spec, cfg)
+        negatives = qset.negatives
+        questions = [EvalQuestion(ex.qid, ex.query, ex.operator,
+                                  [Context(quest_data.doc_id(t)) for t in ex.docs],
+                                  [Context(d) for d in negatives.get(ex.qid, [])]) for ex in qset.examples]
+        rset = RetrievalSet(qset.name, questions, qset.corpus, qset.source)
+        res = evaluate_model(model, rset, k=k, batch_size=int(_cfg(cfg, "eval.batch_size", 64)),
+                             query_prompt=_cfg(cfg, "eval.query_prompt"),
+                             passage_prompt=_cfg(cfg, "eval.passage_prompt"),
+                             show_progress=SHOW_PROGRESS)
+        run, timings = res.run, res.timings
+        settings = dict(res.settings, model=info, protocol="full-corpus search")
+
+    qrels, groups = qset.qrels(), qset.groups()
+    missing = sum(1 for q in qrels if q not in run)
+    if missing:
+        warnings.warn(f"{qset.name}: {missing} of {len(qrels)} queries have no ranking and score 0", stacklevel=3)
+    ranked = {q: [d for d, _ in lst] for q, lst in run.items()}
+    values = quest_values(ranked, qrels, qset.negatives, k)
+    agg = metrics.aggregate(values, groups)
+    settings.setdefault("questions", len(qrels))
+    data = {"name": qset.name, "source": qset.source, **qset.describe(), "queries_without_ranking": missing}
+    result = EvalResult(agg, values, {q: lst[:depth] for q, lst in run.items()}, settings, timings, groups)
+    return result, data
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def evaluate_benchmark(spec: str, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+    """Evaluate `model_spec`, or the ranking file `cfg.eval.run` when set, on a QUEST/BIRCO spec.
+
+    Returns the EvalResult (metrics per group: operator for QUEST, task for BIRCO; values
+    are fractions) and a description of the data for results.json. With a model, the
+    model's description (spec, origin, fingerprint, similarity) is in `settings["model"]`;
+    with a ranking file, its path and format are in `settings["run"]`.
+    """
+    bs = parse_spec(spec)
+    if bs is None:
+        raise DataError(spec, None, "not a QUEST or BIRCO spec; use quest[-val|-train][:PATH], "
+                        "birco-<task>[-dev][:PATH] or birco[:PATH]")
+    if bs.kind == "quest":
+        return _evaluate_quest(bs, model_spec, cfg)
+    return _evaluate_birco(bs, model_spec, cfg)

@@ -1,0 +1,71 @@
+"""On-disk cache of LLM answers: one small JSON file per request, written atomically.
+
+The key is a hash of everything that shapes an answer — backend, endpoint, model,
+temperature, max_tokens and the exact messages — and of nothing else: the API key
+is never part of it and never stored. A file appears only once its answer is
+complete (temp file + rename), so a run killed at any moment leaves whole entries
+only, and the next run resumes from them.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ..data.jsonl import atomic_write_text
+
+CACHE_FORMAT = 1
+
+
+def normalise_base_url(base_url: str | None) -> str:
+    return (base_url or "https://api.openai.com/v1").rstrip("/")
+
+
+def request_identity(*, backend: str, base_url: str | None, model: str, temperature: float, max_tokens: int,
+                     messages: list[dict]) -> dict:
+    """What the cache key covers. Add a field here when a new setting changes answers."""
+    return {"format": CACHE_FORMAT, "backend": backend, "base_url": normalise_base_url(base_url),
+            "model": model, "temperature": float(temperature), "max_tokens": int(max_tokens),
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
+
+
+def cache_key(identity: dict) -> str:
+    blob = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AnswerCache:
+    """`get(key)` -> the stored response dict or None; `put(key, request, response)` stores one."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        try:
+            text = self.path(key).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(text)
+        except json.JSONDecodeError:  # not written by us (renames are atomic); treat as a miss
+            return None
+        if entry.get("key") != key or "response" not in entry:
+            return None
+        return entry["response"]
+
+    def put_sync(self, key: str, request: dict, response: dict) -> None:
+        entry = {"key": key, "request": request, "response": response}
+        atomic_write_text(self.path(key), json.dumps(entry, ensure_ascii=False))
+
+    async def put(self, key: str, request: dict, response: dict) -> None:
+        """Write in a worker thread: the fsync must not stall the event loop."""
+        await asyncio.to_thread(self.put_sync, key, request, response)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.folder.glob("*/*.json"))

@@ -1,0 +1,107 @@
+"""Passage groups that share a topic, so composed questions stay coherent.
+
+- `cluster`: MS MARCO-style. Dense embeddings (optionally of a random sample),
+  reduced with TruncatedSVD, grouped with AgglomerativeClustering (Ward linkage;
+  above a few thousand passages restricted to a k-nearest-neighbour graph so memory
+  stays linear).
+- `page`: NQ/Wikipedia-style. Successive passages with the same title form a group,
+  cut into runs of at most `page_size`.
+- `prefix`: the docid up to its last '/' names the group (the bundled sample).
+
+Groups of fewer than two passages are dropped: no question can be composed from one.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+FULL_WARD_LIMIT = 5000  # above this many points, cluster on a kNN connectivity graph
+
+
+@dataclass
+class Group:
+    gid: str
+    members: list[int]  # indices into the passage list, in corpus order
+
+
+def choose_strategy(grouping: str, corpus_spec: str, has_titles: bool, ids: list[str]) -> str:
+    if grouping != "auto":
+        return grouping
+    if corpus_spec == "sample":
+        return "prefix"
+    if corpus_spec.startswith("boolquestions-nq") or (has_titles and not corpus_spec.startswith("boolquestions-msmarco")):
+        return "page"
+    return "cluster"
+
+
+def sample_indices(n: int, sample_size: int | None, seed: int) -> list[int]:
+    if sample_size is None or sample_size >= n:
+        return list(range(n))
+    return sorted(random.Random(f"{seed}:sample").sample(range(n), sample_size))
+
+
+def by_prefix(ids: list[str], indices: list[int]) -> list[Group]:
+    groups: dict[str, list[int]] = {}
+    for i in indices:
+        prefix, sep, _ = ids[i].rpartition("/")
+        groups.setdefault(prefix if sep else ids[i], []).append(i)
+    return [Group(g, m) for g, m in groups.items() if len(m) >= 2]
+
+
+def by_page(titles: list[str | None], indices: list[int], page_size: int) -> list[Group]:
+    """Runs of successive passages with one title, cut into chunks of at most page_size."""
+    groups: list[Group] = []
+    run: list[int] = []
+
+    def flush():
+        for lo in range(0, len(run), page_size):
+            chunk = run[lo:lo + page_size]
+            if len(chunk) == 1 and groups and lo > 0:  # a lone tail joins the previous chunk of its page
+                groups[-1].members.extend(chunk)
+            elif len(chunk) >= 2:
+                groups.append(Group(f"page{len(groups)}:{titles[chunk[0]]}", chunk))
+
+    prev = object()
+    for i in indices:
+        t = titles[i]
+        if t is None or not str(t).strip():
+            flush()
+            run, prev = [], object()
+            continue
+        if t != prev or (run and i != run[-1] + 1):
+            flush()
+            run = []
+        run.append(i)
+        prev = t
+    flush()
+    return groups
+
+
+def by_clustering(emb: np.ndarray, indices: list[int], *, cluster_size: int, svd_dim: int, seed: int) -> list[Group]:
+    """Agglomerative clustering of SVD-reduced, unit-length embeddings of `indices`."""
+    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.neighbors import kneighbors_graph
+
+    x = np.asarray(emb[indices], dtype=np.float64)
+    n = x.shape[0]
+    if n < 2:
+        return []
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    dim = min(svd_dim, x.shape[1] - 1, n - 1)
+    if dim >= 2:
+        x = TruncatedSVD(n_components=dim, random_state=seed).fit_transform(x)
+    n_clusters = max(1, min(n, n // max(2, cluster_size)))
+    connectivity = None
+    if n > FULL_WARD_LIMIT:
+        connectivity = kneighbors_graph(x, n_neighbors=min(15, n - 1), include_self=False)
+    labels = AgglomerativeClustering(n_clusters=n_clusters, linkage="ward",
+                                     connectivity=connectivity).fit_predict(x)
+    members: dict[int, list[int]] = {}
+    for row, label in enumerate(labels):
+        members.setdefault(int(label), []).append(indices[row])
+    groups = [m for m in members.values() if len(m) >= 2]
+    groups.sort(key=lambda m: m[0])  # stable ids, independent of label numbering
+    return [Group(f"cluster{k}", m) for k, m in enumerate(groups)]

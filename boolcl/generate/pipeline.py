@@ -1,0 +1,453 @@
+"""`boolcl generate`: corpus -> groups -> atomic questions -> AND/OR/NOT -> cyclic filter -> negatives.
+
+`run_generate(cfg)` writes the training examples (JSONL, passage text inline so
+`train.boolean=<file>` works anywhere) and `<file stem>.report.json` beside them,
+prints a summary, and returns the examples' path.
+
+Every random choice comes from `seed` and every LLM answer from the cache once it
+has been received, so a killed run resumes where it stopped and an unchanged
+rerun makes no request at all. Draws are processed in waves: when the filter
+leaves fewer examples than asked, the next wave draws more, sized by the yield
+observed so far.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from itertools import islice
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from omegaconf import OmegaConf
+from rich.console import Console
+from tqdm.auto import tqdm
+
+from ..config import ConfigError
+from ..data.jsonl import DataError, atomic_write_text, write_jsonl
+from ..data.schema import Context, TrainingExample
+from . import cluster as grouping
+from . import parse, prompts
+from .cache import AnswerCache
+from .compose import Draw, draw_stream, split_counts
+from .corpus import Passages, load_passages
+from .filter import decide, needs_negatives
+from .llm import LLM, LLMStats, OpenAIBackend
+from .negatives import mine
+from .offline import OFFLINE_MODEL, QUALITY_NOTE, OfflineBackend
+from .report import Funnel, ParseLog, cost, print_summary
+
+console = Console(stderr=True)
+FIRST_WAVE_YIELD = 0.6  # expected share of draws that survive, before any is observed
+MIN_YIELD = 0.05
+
+
+def output_path(cfg) -> Path:
+    if cfg.out is None:
+        return Path("generated") / f"{cfg.name}.jsonl"
+    out = Path(str(cfg.out))
+    return out if out.suffix == ".jsonl" else out / f"{cfg.name}.jsonl"
+
+
+def report_path(out: Path) -> Path:
+    return out.with_name(f"{out.stem}.report.json")
+
+
+def _check(cfg) -> None:
+    g, llm = cfg.generate, cfg.llm
+    rules = [
+        ("generate.num_examples", g.num_examples >= 1, ">= 1"),
+        ("generate.cluster_size", g.cluster_size >= 2, ">= 2"),
+        ("generate.svd_dim", g.svd_dim >= 2, ">= 2"),
+        ("generate.page_size", g.page_size >= 2, ">= 2"),
+        ("generate.min_candidates", 2 <= g.min_candidates <= g.max_candidates,
+         ">= 2 and <= generate.max_candidates"),
+        ("generate.hard_negatives", g.hard_negatives >= 0, ">= 0"),
+        ("generate.mine_depth", g.mine_depth >= 1, ">= 1"),
+        ("generate.max_passage_chars", g.max_passage_chars >= 100, ">= 100"),
+        ("generate.min_passage_chars", g.min_passage_chars >= 0, ">= 0"),
+        ("generate.max_waves", g.max_waves >= 1, ">= 1"),
+        ("generate.sample_size", g.sample_size is None or g.sample_size >= 2, ">= 2 or null"),
+        ("llm.concurrency", llm.concurrency >= 1, ">= 1"),
+        ("llm.max_tokens", llm.max_tokens >= 1, ">= 1"),
+        ("llm.timeout", llm.timeout > 0, "> 0"),
+        ("llm.max_retries", llm.max_retries >= 0, ">= 0"),
+        ("llm.backoff", llm.backoff >= 0 and llm.max_backoff >= 0, ">= 0 (and llm.max_backoff too)"),
+    ]
+    for key, ok, need in rules:
+        if not ok:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
+    if g.operators and "or" in g.operators and g.max_candidates < 2:
+        raise ConfigError("OR questions need generate.max_candidates >= 2")
+
+
+def _public_url(url: str | None) -> str | None:
+    """The base URL without any user:password part."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
+
+
+@dataclass
+class Outcome:
+    draw: Draw
+    question: str | None = None
+    simple: list[str] = field(default_factory=list)
+    broad: str | None = None
+    stage: str | None = None  # where it was dropped
+    reason: str | None = None
+    pass_positives: bool = False
+    pass_strict: bool = False
+    checked: bool = False
+    merged: list[int] = field(default_factory=list)  # draws whose labels were merged into this one
+
+
+class Generator:
+    """One run's state: the passages, the LLM, the memo of atomic questions, the counters."""
+
+    def __init__(self, cfg, passages: Passages, groups: list[grouping.Group], llm: LLM, show_progress: bool):
+        self.cfg = cfg
+        self.g = cfg.generate
+        self.passages = passages
+        self.groups = groups
+        self.llm = llm
+        self.show = show_progress
+        self.limit = int(self.g.max_passage_chars)
+        self.mode = str(self.g.filter)
+        self.funnel = Funnel()
+        self.parses = ParseLog()
+        self.verdicts: dict = defaultdict(lambda: defaultdict(int))
+        self._simple: dict[int, asyncio.Task] = {}
+        self._broad: dict[tuple, asyncio.Task] = {}
+        self.waves = 0
+        self.labels: dict[str, tuple[set, set]] = {}
+
+    def passage(self, i: int) -> prompts.Passage:
+        d = self.passages.docs[i]
+        return prompts.Passage(d.title, d.doc)
+
+    async def _question(self, kind: str, messages: list[dict]) -> parse.Parsed:
+        comp = await self.llm.ask(messages)
+        parsed = parse.question(comp.text, finish_reason=comp.finish_reason)
+        self.parses.add(kind, parsed)
+        return parsed
+
+    def simple(self, i: int) -> asyncio.Task:
+        if i not in self._simple:
+            self._simple[i] = asyncio.ensure_future(
+                self._question("simple", prompts.simple(self.passage(i), self.limit)))
+        return self._simple[i]
+
+    def broad(self, cands: tuple[int, ...]) -> asyncio.Task:
+        if cands not in self._broad:
+            msgs = prompts.disjunctive([self.passage(i) for i in cands], self.limit)
+            self._broad[cands] = asyncio.ensure_future(self._question("broad", msgs))
+        return self._broad[cands]
+
+    async def check(self, question: str, i: int) -> str:
+        comp = await self.llm.ask(prompts.answer(question, self.passage(i), self.limit))
+        verdict, reason = parse.verdict(comp.text)
+        self.verdicts["check"][verdict if reason is None else f"{verdict}: {reason}"] += 1
+        return verdict
+
+    async def process(self, d: Draw) -> Outcome:
+        out = Outcome(d)
+        simple = await asyncio.gather(*(asyncio.shield(self.simple(i)) for i in d.candidates))
+        bad = next((p for p in simple if not p.ok), None)
+        if bad is not None:
+            out.stage, out.reason = "atomic", f"simple question: {bad.reason}"
+            return out
+        out.simple = [p.value for p in simple]
+        if d.op in ("and", "not"):
+            broad = await asyncio.shield(self.broad(d.candidates))
+            if not broad.ok:
+                out.stage, out.reason = "atomic", f"broad question: {broad.reason}"
+                return out
+            out.broad = broad.value
+        if d.op == "and":
+            msgs = prompts.conjunction(out.broad, [self.passage(i) for i in d.candidates], d.target[0], self.limit)
+        elif d.op == "or":
+            msgs = prompts.disjunction(out.simple[d.target[0]], out.simple[d.target[1]])
+        else:
+            msgs = prompts.negation(out.broad, out.simple[d.target[0]])
+        q = await self._question(d.op, msgs)
+        if not q.ok:
+            out.stage, out.reason = "compose", q.reason
+            return out
+        lost = parse.check_operator(d.op, q.value, out.broad)
+        if lost:
+            out.stage, out.reason = "compose", lost
+            return out
+        out.question = q.value
+        pos, neg = d.labels()
+        if self.mode == "off":
+            out.pass_positives = out.pass_strict = True
+            return out
+        checked_neg = neg if needs_negatives(d.op, self.mode) else []
+        verdicts = await asyncio.gather(*(self.check(q.value, i) for i in pos + checked_neg))
+        decision = decide(d.op, list(verdicts[:len(pos)]), list(verdicts[len(pos):]), self.mode)
+        out.checked = True
+        out.pass_positives, out.pass_strict = decision.pass_positives, decision.pass_strict
+        if not decision.keep:
+            out.stage, out.reason = "filter", decision.reason
+        return out
+
+    async def run_wave(self, draws: list[Draw], bar) -> list[Outcome]:
+        async def one(d: Draw) -> Outcome:
+            try:
+                return await self.process(d)
+            finally:
+                bar.update(1)
+                s = self.llm.stats
+                bar.set_postfix_str(f"requests {s.requests} cached {s.cache_hits}", refresh=False)
+
+        tasks = [asyncio.ensure_future(one(d)) for d in draws]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def generate(self, targets: dict[str, int], seed: int) -> dict[str, list[Outcome]]:
+        streams = {op: draw_stream(self.groups, op, seed=seed, min_candidates=int(self.g.min_candidates),
+                                   max_candidates=int(self.g.max_candidates)) for op in targets}
+        kept: dict[str, list[Outcome]] = {op: [] for op in targets}
+        by_question: dict[tuple[str, str], Outcome] = {}
+        labels: dict[str, tuple[set, set]] = {}
+        exhausted: set[str] = set()
+        for wave in range(int(self.g.max_waves)):
+            batch: list[Draw] = []
+            for op, want in targets.items():
+                deficit = want - len(kept[op])
+                if deficit <= 0 or op in exhausted:
+                    continue
+                drawn = self.funnel.drawn[op]
+                rate = max(MIN_YIELD, self.funnel.kept[op] / drawn) if drawn else FIRST_WAVE_YIELD
+                n = math.ceil(deficit / rate * 1.1) + 2
+                got = list(islice(streams[op], n))
+                if len(got) < n:
+                    exhausted.add(op)
+                batch.extend(got)
+            if not batch:
+                break
+            self.waves = wave + 1
+            with tqdm(total=len(batch), desc=f"generate wave {wave + 1}", unit="draw", disable=not self.show,
+                      leave=False) as bar:
+                outcomes = await self.run_wave(batch, bar)
+            for o in sorted(outcomes, key=lambda o: (o.draw.op, o.draw.index)):
+                op = o.draw.op
+                self.funnel.drawn[op] += 1
+                if o.checked:
+                    self.funnel.filtered[op] += 1
+                    self.funnel.pass_positives[op] += o.pass_positives
+                    self.funnel.pass_strict[op] += o.pass_strict
+                if o.stage is not None:
+                    self.funnel.drop(op, o.stage, o.reason)
+                    continue
+                pos, neg = (set(x) for x in o.draw.labels())
+                key = (op, parse.key(o.question))
+                first = by_question.get(key)
+                if first is not None:
+                    fpos, fneg = labels[first.draw.qid]
+                    if (fpos | pos) & (fneg | neg):
+                        self.funnel.drop(op, "dedup", "same question, conflicting labels")
+                    else:
+                        fpos |= pos
+                        fneg |= neg
+                        self.funnel.merged[op] += 1
+                        first.merged.append(o.draw.index)
+                    continue
+                by_question[key] = o
+                labels[o.draw.qid] = (pos, neg)
+                kept[op].append(o)
+                self.funnel.kept[op] += 1
+        self.labels = labels
+        return {op: kept[op][: targets[op]] for op in targets}
+
+
+def _make_groups(cfg, passages: Passages, strategy: str, encoder, seed: int):
+    g = cfg.generate
+    n = len(passages)
+    if strategy == "cluster":
+        pool = grouping.sample_indices(n, g.sample_size, seed)
+        emb = encoder.encode([passages.text(i) for i in pool], "passages")
+        full = {i: row for row, i in enumerate(pool)}
+        groups = grouping.by_clustering(emb, list(range(len(pool))), cluster_size=int(g.cluster_size),
+                                        svd_dim=int(g.svd_dim), seed=seed)
+        groups = [grouping.Group(x.gid, [pool[m] for m in x.members]) for x in groups]
+        return groups, pool, (emb, full)
+    if strategy == "page":
+        groups = grouping.by_page([d.title for d in passages.docs], list(range(n)), int(g.page_size))
+    else:
+        groups = grouping.by_prefix(passages.ids, list(range(n)))
+    if g.sample_size is not None and n > g.sample_size:
+        import random
+
+        rng = random.Random(f"{seed}:sample")
+        rng.shuffle(groups)
+        chosen, total = [], 0
+        for x in groups:
+            if total >= g.sample_size:
+                break
+            chosen.append(x)
+            total += len(x.members)
+        groups = sorted(chosen, key=lambda x: x.members[0])
+    pool = sorted(i for x in groups for i in x.members)
+    return groups, pool, None
+
+
+def _backend(cfg, stats: LLMStats):
+    if cfg.llm.backend == "offline":
+        return OfflineBackend(), {"backend": "offline", "base_url": "offline", "model": OFFLINE_MODEL,
+                                  "temperature": 0.0, "max_tokens": 0}
+    b = OpenAIBackend(cfg.llm, stats)
+    return b, {"backend": "openai", "base_url": cfg.llm.base_url, "model": str(cfg.llm.model),
+               "temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)}
+
+
+def run_generate(cfg, *, show_progress: bool = True) -> Path:
+    """Generate `generate.num_examples` Boolean training examples; return the JSONL path."""
+    t0 = time.perf_counter()
+    _check(cfg)
+    g = cfg.generate
+    seed = int(cfg.seed)
+    out = output_path(cfg)
+    offline = cfg.llm.backend == "offline"
+
+    passages = load_passages(str(g.corpus), min_chars=int(g.min_passage_chars), exclude=g.exclude)
+    has_titles = any(d.title for d in passages.docs)
+    strategy = grouping.choose_strategy(str(g.grouping), str(g.corpus), has_titles, passages.ids)
+    cache_dir = Path(str(g.cache_dir)) if g.cache_dir else None
+    encoder = None
+    if strategy == "cluster" or g.hard_negatives > 0:
+        from .embed import Encoder
+
+        encoder = Encoder(str(g.encoder or cfg.model), cache_dir, similarity=cfg.similarity,
+                          show_progress=show_progress)
+    groups, pool, pool_emb = _make_groups(cfg, passages, strategy, encoder, seed)
+    if not groups:
+        raise DataError(passages.source, None, f"no group of two or more passages (grouping={strategy}): "
+                        f"{len(passages)} usable passages; try generate.grouping=cluster or a larger corpus")
+    t_groups = time.perf_counter()
+
+    stats = LLMStats()
+    backend, identity = _backend(cfg, stats)
+    cache = AnswerCache(cache_dir / "llm") if cache_dir is not None and not offline else None
+    targets = split_counts(int(g.num_examples), list(g.operators))
+
+    async def main():
+        llm = LLM(backend, stats, identity=identity, concurrency=int(cfg.llm.concurrency), cache=cache)
+        gen = Generator(cfg, passages, groups, llm, show_progress)
+        try:
+            return gen, await gen.generate(targets, seed)
+        finally:
+            await llm.close()
+
+    gen, chosen = asyncio.run(main())
+    t_llm = time.perf_counter()
+
+    # hard negatives, mined over the same pool of passages the groups came from
+    ordered = [o for op in targets for o in chosen[op]]
+    group_of = {x.gid: set(x.members) for x in groups}
+    mined: list[list[int]] = [[] for _ in ordered]
+    if encoder is not None and g.hard_negatives > 0 and ordered:
+        if pool_emb is None:
+            emb = encoder.encode([passages.text(i) for i in pool], "passages")
+            row_of = {i: r for r, i in enumerate(pool)}
+        else:
+            emb, row_of = pool_emb
+        p_emb = encoder.prepare(emb)
+        q_emb = encoder.prepare(encoder.encode([o.question for o in ordered], "questions"))
+        skip = []
+        for o in ordered:
+            pos, neg = gen.labels[o.draw.qid]
+            banned = pos | neg | (group_of[o.draw.group] if o.draw.op == "not" else set())
+            skip.append({row_of[i] for i in banned if i in row_of})
+        rows = mine(q_emb, p_emb, skip=skip, k=int(g.hard_negatives), depth=int(g.mine_depth))
+        mined = [[pool[r] for r in rr] for rr in rows]
+    t_mine = time.perf_counter()
+
+    llm_info = {"backend": identity["backend"], "model": identity["model"]}
+    if not offline:
+        llm_info["base_url"] = _public_url(cfg.llm.base_url) or "https://api.openai.com/v1"
+    examples = []
+    for o, hard in zip(ordered, mined):
+        d = o.draw
+        pos, neg = gen.labels[d.qid]
+        ctx = lambda i: Context(passages.ids[i], text=passages.text(i))  # noqa: E731
+        prov = {"generator": "boolcl generate", "operator": d.op, "group": d.group, "grouping": strategy,
+                "corpus": passages.source, "passages": [passages.ids[i] for i in d.candidates],
+                "simple_questions": {passages.ids[i]: q for i, q in zip(d.candidates, o.simple)},
+                "broad_question": o.broad, "target": [passages.ids[d.candidates[t]] for t in d.target],
+                "expression": prompts.expression(d.op, o.broad, [o.simple[t] for t in d.target]),
+                "filter": {"mode": gen.mode, "pass_positives": o.pass_positives, "pass_strict": o.pass_strict},
+                "llm": llm_info, "prompt_version": prompts.PROMPT_VERSION, "draw": d.index, "seed": seed,
+                "offline": offline}
+        if o.merged:
+            prov["merged_draws"] = o.merged
+        if offline:
+            prov["quality"] = QUALITY_NOTE
+        row = TrainingExample(qid=d.qid, question=o.question, question_type=d.op,
+                              positive_ctxs=[ctx(i) for i in sorted(pos)], negative_ctxs=[ctx(i) for i in sorted(neg)],
+                              hard_negative_ctxs=[ctx(i) for i in hard], provenance=prov)
+        examples.append(TrainingExample.from_dict(row.to_dict()))  # validated like any reader would
+    write_jsonl(out, examples)
+
+    for op in targets:
+        gen.funnel.final[op] = len(chosen[op])
+    s = stats
+    llm_cfg = cfg.llm
+    shortfall = {op: f"{len(chosen[op])} of {n}" for op, n in targets.items() if len(chosen[op]) < n}
+    report = {
+        "name": str(cfg.name), "output": str(out), "report": str(report_path(out)),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "offline": offline, "quality_note": QUALITY_NOTE if offline else None,
+        "llm": {**llm_info, "prompt_version": prompts.PROMPT_VERSION, "concurrency": int(llm_cfg.concurrency),
+                "temperature": identity["temperature"], "max_tokens": identity["max_tokens"],
+                "api_key_env": str(llm_cfg.api_key_env) if not offline else None},
+        "corpus": {"source": passages.source, "passages": passages.total, "usable": len(passages),
+                   "skipped": dict(passages.skipped), "grouping": strategy, "groups": len(groups),
+                   "pool": len(pool), "mean_group_size": round(sum(len(x.members) for x in groups) / len(groups), 2)},
+        "requested": targets, "final_examples": len(examples),
+        "per_operator": {op: len(chosen[op]) for op in targets},
+        "shortfall": "; ".join(f"{op}: {v}" for op, v in shortfall.items()) + (
+            " (the corpus ran out of distinct draws or generate.max_waves was reached)" if shortfall else ""),
+        "filter_mode": gen.mode,
+        "operators": gen.funnel.to_dict(list(targets)),
+        "llm_answers": gen.parses.to_dict(), "checks": {k: dict(v) for k, v in gen.verdicts.items()},
+        "calls": s.to_dict(),
+        "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens,
+                   "cached_prompt": s.cached_prompt_tokens, "cached_completion": s.cached_completion_tokens,
+                   "estimated": s.estimated_tokens},
+        "cost_usd": {"this_run": cost(s.prompt_tokens, s.completion_tokens, llm_cfg.price_input, llm_cfg.price_output),
+                     "whole_set": cost(s.prompt_tokens + s.cached_prompt_tokens,
+                                       s.completion_tokens + s.cached_completion_tokens,
+                                       llm_cfg.price_input, llm_cfg.price_output),
+                     "prices_per_million": {"input": llm_cfg.price_input, "output": llm_cfg.price_output},
+                     "note": ("estimate from token counts" + (
+                         "; offline: tokens guessed from text length, what llm.model would cost at these prices"
+                         if offline else ""))},
+        "negatives": {"per_example": int(g.hard_negatives), "depth": int(g.mine_depth),
+                      "mined": sum(len(m) for m in mined),
+                      "encoder": (str(g.encoder or cfg.model) if encoder is not None else None),
+                      "texts_encoded": encoder.encoded if encoder is not None else 0},
+        "waves": gen.waves,
+        "elapsed_s": {"grouping": round(t_groups - t0, 3), "llm": round(t_llm - t_groups, 3),
+                      "llm_busy": round(s.busy_s, 3), "negatives": round(t_mine - t_llm, 3),
+                      "total": round(time.perf_counter() - t0, 3)},
+    }
+    import json
+
+    atomic_write_text(report_path(out), json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print_summary(report, console)
+    return out
