@@ -53,12 +53,26 @@ def cmd_evaluate(args) -> int:
     from .evaluate.report import print_table
 
     cfg = compose(_overrides(args))
-    model = args.model or cfg.model
+    model = None if cfg.eval.run and not args.model else (args.model or cfg.model)
     result, payload, out_dir = run_evaluate(model, cfg, cfg.out)
-    print_table({Path(model).name: payload["headline"]}, cfg.eval.k,
+    label = Path(cfg.eval.run).name if cfg.eval.run else Path(model).name
+    print_table({label: payload["headline"]}, cfg.eval.k,
                 title=f"{payload['data']['name']}: {payload['data']['questions']} questions, "
                       f"{payload['data']['passages']} passages")
     console.print(f"results: {out_dir / 'results.json'}  run: {out_dir / 'run.trec'}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .config import compose
+    from .evaluate.compare import run_compare
+
+    inputs = [a for a in args.runs if "=" not in a]
+    cfg = compose([a for a in args.runs if "=" in a])
+    if not inputs:
+        raise SystemExit("boolcl compare: give run folders, results.json files or models to compare")
+    payload = run_compare(inputs, cfg, cfg.out, seeds=cfg.compare.seeds)
+    console.print(f"written: {', '.join(str(f) for f in payload['files'].values())}")
     return 0
 
 
@@ -102,8 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("generate", "generate AND/OR/NOT training examples from a corpus with an LLM", cmd_pending(3, "generate"))
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. llm.base_url=... out=PATH")
 
-    p = add("compare", "compare checkpoints side by side: deltas, significance, plot", cmd_pending(5, "compare"))
-    p.add_argument("runs", nargs="*", help="run folders or results.json files (and key=value overrides)")
+    p = add("compare", "compare checkpoints side by side: deltas, paired significance tests, plot", cmd_compare,
+            "Reads results.json of each run (a results.json file, a run folder, or a model, evaluated on\n"
+            "data=... when it has none), prints MRR@10 / NegRecall@10 per type with deltas against\n"
+            "compare.baseline (default: the first) and p-values of a paired test over questions\n"
+            "(compare.test=randomization|bootstrap), and writes compare.json, compare.md and compare.png\n"
+            "to out=DIR. compare.seeds=true averages runs that differ only by seed (mean ± std).")
+    p.add_argument("runs", nargs="*", help="run folders, results.json files or models, then key=value overrides")
 
     p = add("decompose", "decomposed-query Boolean baseline: LLM decomposition + set operations",
             cmd_pending(6, "decompose"))

@@ -69,6 +69,7 @@ class CompareCfg:
     test: str = "randomization"  # paired test over queries: randomization | bootstrap
     samples: int = 10000  # permutations or bootstrap resamples
     alpha: float = 0.05
+    seeds: bool = False  # average runs that differ only by seed into one row (mean ± std)
 
 
 @dataclass
@@ -108,7 +109,7 @@ class GenerateCfg:
     encoder: Optional[str] = None  # encoder for clustering and mining; None: `model`
     exclude: Optional[str] = None  # an eval set (e.g. sample) whose labelled passages are never used
     cache_dir: str = ".boolcl_cache/generate"  # LLM answers and embeddings; resumes a killed run
-    max_waves: int = 8  # rounds of extra draws when filtering left fewer examples than asked
+    max_draws_per_example: float = 20.0  # give up (and report a shortfall) after this many draws per example asked
 
 
 @dataclass

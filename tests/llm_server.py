@@ -62,6 +62,8 @@ class LLMServer:
         self.require_key = require_key
         self.rules: list[Rule] = []
         self.log: list[dict] = []  # one entry per request: kind, status, auth header seen
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests the server was handling at once
         self.lock = threading.Lock()
         self._httpd = _Server((host, port), self._handler())
         self._thread: threading.Thread | None = None
@@ -118,6 +120,7 @@ class LLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # small replies must not wait for a delayed ACK (~40 ms)
 
             def log_message(self, *args):  # quiet
                 pass
@@ -161,6 +164,15 @@ class LLMServer:
                          "status": 200, "t": time.time()}
                 with server.lock:
                     server.log.append(entry)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer(req, messages, auth, entry)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, req: dict, messages: list[dict], auth: str, entry: dict):
                 action = server._take(messages) or {}
                 delay = server.latency + float(action.get("delay", 0.0))
                 if delay:

@@ -3,7 +3,6 @@ authors' published E5 figures on the real release files (skipped where they are 
 from __future__ import annotations
 
 import collections
-import os
 import pickle
 import textwrap
 from pathlib import Path

@@ -56,3 +56,28 @@ def test_bad_data_file_is_reported_with_line(tiny_model_dir, small_set, capsys):
         fh.write('{"qid": "broken", "question": \n')
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}"]) == 2
     assert f"{small_set / 'eval.jsonl'}:4: invalid JSON" in capsys.readouterr().err
+
+
+def test_evaluate_scores_a_ranking_file_and_compare_reads_both(tiny_model_dir, small_set, tmp_path, capsys):
+    model_out = tmp_path / "model"
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={model_out}"]) == 0
+    # the model's own run file, scored without the model, gives the same figures
+    run_out = tmp_path / "run"
+    assert main(["evaluate", f"data={small_set}", f"eval.run={model_out / 'run.trec'}", f"out={run_out}"]) == 0
+    a = json.loads((model_out / "results.json").read_text())
+    b = json.loads((run_out / "results.json").read_text())
+    assert a["headline"] == b["headline"] and b["model"] == {"run": str(model_out / "run.trec")}
+    capsys.readouterr()
+    cmp_out = tmp_path / "cmp"
+    assert main(["compare", str(model_out / "results.json"), str(run_out / "results.json"), f"data={small_set}",
+                 f"out={cmp_out}"]) == 0
+    assert (cmp_out / "compare.png").stat().st_size > 1000 and (cmp_out / "compare.md").is_file()
+    payload = json.loads((cmp_out / "compare.json").read_text())
+    assert payload["runs"][1]["name"] != payload["runs"][0]["name"]
+
+
+def test_model_and_run_together_is_an_error(tiny_model_dir, small_set, tmp_path, capsys):
+    run = tmp_path / "x.trec"
+    run.write_text("q-not Q0 d0 1 1.0 x\n")
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"eval.run={run}"]) == 2
+    assert "not both" in capsys.readouterr().err

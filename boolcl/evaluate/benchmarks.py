@@ -24,7 +24,6 @@ release's `ranks/`), or for QUEST its own predictions JSONL (`query`, `docs` bes
 """
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from ..data.loaders import RetrievalSet
 from ..data.schema import Context, EvalQuestion
 from . import metrics
 from .encode import encode
+from .report import read_trec_run  # noqa: F401  (part of this module's interface)
 from .runner import RUN_DEPTH, EvalResult, evaluate_model, prompts_for
 from .search import normalize
 
@@ -96,42 +96,6 @@ def _cfg(cfg, key: str, default=None):
 
 
 # ----------------------------------------------------------------------------- ranking files
-
-def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """A TREC run as `{qid: [(docid, score), ...]}`, ordered by score as trec_eval orders it."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, "file not found")
-    run: dict[str, list[tuple[str, float]]] = {}
-    seen: set[tuple[str, str]] = set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise DataError(path, lineno, f"a TREC run line has 6 columns 'qid Q0 docid rank score tag', "
-                                f"this one has {len(parts)}", field="columns")
-            qid, _, docid, rank, score, _ = parts
-            try:
-                int(rank)
-            except ValueError:
-                raise DataError(path, lineno, f"field 'rank': {rank!r} is not an integer", field="rank") from None
-            try:
-                value = float(score)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise DataError(path, lineno, f"field 'score': {score!r} is not a finite number", field="score")
-            if (qid, docid) in seen:
-                raise DataError(path, lineno, f"field 'docid': {docid!r} is ranked twice for query {qid!r}",
-                                field="docid")
-            seen.add((qid, docid))
-            run.setdefault(qid, []).append((docid, value))
-    if not run:
-        raise DataError(path, None, "holds no ranking lines")
-    return {qid: metrics.rank(lst) for qid, lst in run.items()}
-
 
 def _is_pickle(path: Path) -> bool:
     if path.suffix in (".pickle", ".pkl"):

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Mapping
 
 from rich.console import Console
 from rich.table import Table
 
-from ..data.jsonl import atomic_write_text
+from ..data.jsonl import DataError, atomic_write_text
+from . import metrics
 from .runner import EvalResult, headline
 
 GROUPS = ("ALL", "AND", "OR", "NOT")
@@ -19,6 +21,42 @@ def write_trec_run(path: str | Path, run: Mapping[str, list[tuple[str, float]]],
     lines = [f"{qid} Q0 {doc} {r} {score:.6f} {tag}"
              for qid, ranked in run.items() for r, (doc, score) in enumerate(ranked, 1)]
     atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """A TREC run as `{qid: [(docid, score), ...]}`, ordered by score as trec_eval orders it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "file not found")
+    run: dict[str, list[tuple[str, float]]] = {}
+    seen: set[tuple[str, str]] = set()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 6:
+                raise DataError(path, lineno, f"a TREC run line has 6 columns 'qid Q0 docid rank score tag', "
+                                f"this one has {len(parts)}", field="columns")
+            qid, _, docid, rank, score, _ = parts
+            try:
+                int(rank)
+            except ValueError:
+                raise DataError(path, lineno, f"field 'rank': {rank!r} is not an integer", field="rank") from None
+            try:
+                value = float(score)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise DataError(path, lineno, f"field 'score': {score!r} is not a finite number", field="score")
+            if (qid, docid) in seen:
+                raise DataError(path, lineno, f"field 'docid': {docid!r} is ranked twice for query {qid!r}",
+                                field="docid")
+            seen.add((qid, docid))
+            run.setdefault(qid, []).append((docid, value))
+    if not run:
+        raise DataError(path, None, "holds no ranking lines")
+    return {qid: metrics.rank(lst) for qid, lst in run.items()}
 
 
 def results_dict(result: EvalResult, *, model: dict, data: dict, k: int) -> dict:
@@ -40,15 +78,31 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+def _layout(rows: Mapping[str, Mapping[str, float | None]], k: int) -> tuple[list[str], list[str]]:
+    """Measures and groups to show: the paper's MRR / NegRecall when present, groups ALL, AND, OR, NOT first."""
+    keys = {key for h in rows.values() for key, v in h.items() if v is not None}
+    measures = sorted({key.split("/")[0] for key in keys})
+    if f"NegRecall@{k}" in measures:  # Boolean sets: the paper's Table 3
+        paper = [m for m in (f"MRR@{k}", f"NegRecall@{k}") if m in measures]
+    else:  # no explicit negatives (BIRCO): graded nDCG leads, as in the BIRCO paper
+        paper = [m for m in (f"nDCG@{k}", f"MRR@{k}") if m in measures]
+    groups = sorted({key.split("/", 1)[1] for key in keys})
+    first = [g for g in ("ALL",) + GROUPS[1:] if g in groups]
+    return paper or measures, first + [g for g in groups if g not in first]
+
+
 def table(rows: Mapping[str, Mapping[str, float | None]], k: int = 10, title: str | None = None) -> Table:
-    """Rows of `headline()` dicts as MRR@k ↑ | NegRecall@k ↓ per ALL/AND/OR/NOT, in percent."""
-    t = Table(title=title, caption=f"MRR@{k} ↑ higher is better · NegRecall@{k} ↓ lower is better (%)")
+    """Rows of `headline()` dicts, in percent: the paper's Table 3 layout (MRR@k ↑, NegRecall@k ↓ per type)."""
+    measures, groups = _layout(rows, k)
+    short = {f"MRR@{k}": "MRR", f"NegRecall@{k}": "NegR", f"nDCG@{k}": f"nDCG@{k}"}
+    caption = " · ".join(f"{m} {'↓ lower' if m.startswith('NegRecall') else '↑ higher'} is better" for m in measures)
+    t = Table(title=title, caption=caption + " (%)")
     t.add_column("Model", no_wrap=True)
-    for short in ("MRR", "NegR"):
-        for g in GROUPS:
-            t.add_column(f"{short}\n{g}", justify="right", no_wrap=True)
+    for m in measures:
+        for g in groups:
+            t.add_column(f"{short.get(m, m)}\n{g}", justify="right", no_wrap=True)
     for name, h in rows.items():
-        t.add_row(name, *[_fmt(h.get(f"{m}/{g}")) for m in (f"MRR@{k}", f"NegRecall@{k}") for g in GROUPS])
+        t.add_row(name, *[_fmt(h.get(f"{m}/{g}")) for m in measures for g in groups])
     return t
 
 

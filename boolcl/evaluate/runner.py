@@ -53,25 +53,30 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
     ids = rset.corpus.ids
     run = {q.qid: metrics.rank((ids[j], float(s)) for s, j in zip(scores[i], idx[i]) if j >= 0)
            for i, q in enumerate(rset.questions)}
+    settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
+                "query_prompt": q_prompt, "passage_prompt": p_prompt,
+                "max_seq_length": model.max_seq_length}
+    timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
+               "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
+    return score_run(rset, run, k=k, settings=settings, timings=timings)
+
+
+def score_run(rset: RetrievalSet, run: dict, *, k: int = 10, settings: dict | None = None,
+              timings: dict | None = None) -> EvalResult:
+    """Metrics of a ranking `{qid: [(docid, score), ...]}` on a BoolQuestions-format set."""
     ranked = {qid: [d for d, _ in lst] for qid, lst in run.items()}
     qrels = {q.qid: {c.passage_id: 1 for c in q.positive_ctxs} for q in rset.questions}
     negatives = {q.qid: [c.passage_id for c in q.negative_ctxs] for q in rset.questions}
     values = metrics.per_query(ranked, qrels, negatives, k=k)
     groups = {q.qid: q.question_type for q in rset.questions}
-    agg = metrics.aggregate(values, groups)
-    settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
-                "query_prompt": q_prompt, "passage_prompt": p_prompt,
-                "max_seq_length": model.max_seq_length, "passages": len(rset.corpus),
-                "questions": len(rset.questions)}
-    timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
-               "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
-    return EvalResult(agg, values, run, settings, timings, groups)
+    settings = {"k": k, **(settings or {}), "passages": len(rset.corpus), "questions": len(rset.questions)}
+    return EvalResult(metrics.aggregate(values, groups), values, run, settings, timings or {}, groups)
 
 
 def headline(result: EvalResult, k: int = 10) -> dict[str, float | None]:
-    """The figures of the paper's Table 3, in percent: MRR@k and NegRecall@k per type."""
+    """Every measure per group in percent, keyed "MEASURE@k/GROUP" (the paper's Table 3 has MRR and NegRecall)."""
     out: dict[str, float | None] = {}
-    for measure in (f"MRR@{k}", f"NegRecall@{k}"):
-        for group, cell in result.metrics[measure].items():
+    for measure, groups in result.metrics.items():
+        for group, cell in groups.items():
             out[f"{measure}/{group}"] = None if cell["value"] is None else 100 * cell["value"]
     return out

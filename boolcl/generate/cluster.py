@@ -26,12 +26,15 @@ class Group:
     members: list[int]  # indices into the passage list, in corpus order
 
 
-def choose_strategy(grouping: str, corpus_spec: str, has_titles: bool, ids: list[str]) -> str:
+def choose_strategy(grouping: str, corpus_spec: str, titles: list[str | None]) -> str:
+    """`auto`: the sample's docid prefixes; pages where successive passages share a title (NQ); else clusters."""
     if grouping != "auto":
         return grouping
     if corpus_spec == "sample":
         return "prefix"
-    if corpus_spec.startswith("boolquestions-nq") or (has_titles and not corpus_spec.startswith("boolquestions-msmarco")):
+    if corpus_spec.startswith("boolquestions-msmarco"):
+        return "cluster"
+    if any(a and a == b for a, b in zip(titles, titles[1:])):
         return "page"
     return "cluster"
 
@@ -79,7 +82,8 @@ def by_page(titles: list[str | None], indices: list[int], page_size: int) -> lis
     return groups
 
 
-def by_clustering(emb: np.ndarray, indices: list[int], *, cluster_size: int, svd_dim: int, seed: int) -> list[Group]:
+def by_clustering(emb: np.ndarray, indices: list[int], *, cluster_size: int, svd_dim: int, seed: int,
+                  full_ward_limit: int = FULL_WARD_LIMIT) -> list[Group]:
     """Agglomerative clustering of SVD-reduced, unit-length embeddings of `indices`."""
     from sklearn.cluster import AgglomerativeClustering
     from sklearn.decomposition import TruncatedSVD
@@ -95,7 +99,7 @@ def by_clustering(emb: np.ndarray, indices: list[int], *, cluster_size: int, svd
         x = TruncatedSVD(n_components=dim, random_state=seed).fit_transform(x)
     n_clusters = max(1, min(n, n // max(2, cluster_size)))
     connectivity = None
-    if n > FULL_WARD_LIMIT:
+    if n > full_ward_limit:
         connectivity = kneighbors_graph(x, n_neighbors=min(15, n - 1), include_self=False)
     labels = AgglomerativeClustering(n_clusters=n_clusters, linkage="ward",
                                      connectivity=connectivity).fit_predict(x)

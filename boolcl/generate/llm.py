@@ -96,6 +96,11 @@ def _retry_after(response) -> float | None:
         return None
 
 
+def _observed(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class OpenAIBackend:
     """One chat-completions request at a time per call; concurrency is the caller's business."""
 
@@ -168,7 +173,7 @@ class OpenAIBackend:
                 reason = "timeout"
             except o.APIConnectionError:
                 reason = "connection"
-            except o.APIResponseValidationError:
+            except (o.APIResponseValidationError, ValueError, TypeError):  # a body that is not a chat completion
                 resp, reason = None, "malformed"
             else:
                 comp = self._extract(resp)
@@ -241,6 +246,7 @@ class LLM:
             self.stats.shared += 1
             return await asyncio.shield(task)
         task = asyncio.ensure_future(self._fetch(key, request, messages))
+        task.add_done_callback(_observed)  # a waiter cancelled after an error must not leave it unread
         self._inflight[key] = task
         self._seen.add(key)
         try:

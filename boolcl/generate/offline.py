@@ -123,18 +123,28 @@ def broad_question(passages: list[prompts.Passage]) -> str:
     return "What topics do these subjects share?"
 
 
+_AUX = {"is", "are", "was", "were", "has", "have", "had", "can", "could", "will", "would"}
+
+
 def noun_phrase(q: str) -> str | None:
     """'Which river flows past X?' -> 'the river that flows past X'; None when no rule fits."""
     c = _core(q)
-    m = re.match(r"(?i)which (\w+)'s (.+)$", c)
+    m = re.match(r"(?i)which ([\w-]+(?: [\w-]+){0,2})'s (.+)$", c)
     if m:
-        return f"the {m.group(1).lower()} whose {m.group(2)}"
-    m = re.match(r"(?i)which ((?:[\w-]+ ){0,2}?[\w-]+) (is|are|was|were|has|have|had|can|could|will|would)\b(.*)$", c)
-    if m:
-        return f"the {m.group(1).lower()} that {m.group(2)}{m.group(3)}"
-    m = re.match(r"(?i)which ([\w-]+) ([a-z]+(?:s|ed))\b(.*)$", c)
-    if m:
-        return f"the {m.group(1).lower()} that {m.group(2)}{m.group(3)}"
+        return f"the {m.group(1)} whose {m.group(2)}"
+    words = c.split()
+    if len(words) < 3 or words[0].lower() != "which":
+        return None
+    rest = words[1:]
+    for j in range(1, min(4, len(rest))):
+        w = rest[j]
+        if w in _AUX:
+            return f"the {' '.join(rest[:j])} that {' '.join(rest[j:])}"
+        verb_like = w.islower() and w.isalpha() and (w.endswith("s") or w.endswith("ed")) and not w.endswith("ss")
+        nxt = rest[j + 1] if j + 1 < len(rest) else ""
+        next_verb_like = nxt.islower() and nxt.isalpha() and (nxt.endswith("s") or nxt.endswith("ed"))
+        if verb_like and not (next_verb_like and j + 1 < 4):
+            return f"the {' '.join(rest[:j])} that {' '.join(rest[j:])}"
     return None
 
 

@@ -6,9 +6,8 @@ prints a summary, and returns the examples' path.
 
 Every random choice comes from `seed` and every LLM answer from the cache once it
 has been received, so a killed run resumes where it stopped and an unchanged
-rerun makes no request at all. Draws are processed in waves: when the filter
-leaves fewer examples than asked, the next wave draws more, sized by the yield
-observed so far.
+rerun makes no request at all. Draws run concurrently but are counted in draw
+order, so the output never depends on timing (see `Generator.generate`).
 """
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import islice
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,14 +33,15 @@ from .cache import AnswerCache
 from .compose import Draw, draw_stream, split_counts
 from .corpus import Passages, load_passages
 from .filter import decide, needs_negatives
-from .llm import LLM, LLMStats, OpenAIBackend
+from .llm import LLM, LLMStats, OpenAIBackend, _observed
 from .negatives import mine
 from .offline import OFFLINE_MODEL, QUALITY_NOTE, OfflineBackend
 from .report import Funnel, ParseLog, cost, print_summary
 
 console = Console(stderr=True)
-FIRST_WAVE_YIELD = 0.6  # expected share of draws that survive, before any is observed
+PRIOR_YIELD = 0.8  # expected share of draws that survive, before enough are observed
 MIN_YIELD = 0.05
+NO_YIELD_DRAWS = 100  # stop an operator when this many draws in a row gave nothing (a broken prompt or judge)
 
 
 def output_path(cfg) -> Path:
@@ -69,7 +68,7 @@ def _check(cfg) -> None:
         ("generate.mine_depth", g.mine_depth >= 1, ">= 1"),
         ("generate.max_passage_chars", g.max_passage_chars >= 100, ">= 100"),
         ("generate.min_passage_chars", g.min_passage_chars >= 0, ">= 0"),
-        ("generate.max_waves", g.max_waves >= 1, ">= 1"),
+        ("generate.max_draws_per_example", g.max_draws_per_example >= 1, ">= 1"),
         ("generate.sample_size", g.sample_size is None or g.sample_size >= 2, ">= 2 or null"),
         ("llm.concurrency", llm.concurrency >= 1, ">= 1"),
         ("llm.max_tokens", llm.max_tokens >= 1, ">= 1"),
@@ -127,7 +126,10 @@ class Generator:
         self.verdicts: dict = defaultdict(lambda: defaultdict(int))
         self._simple: dict[int, asyncio.Task] = {}
         self._broad: dict[tuple, asyncio.Task] = {}
-        self.waves = 0
+        self.exhausted: list[str] = []
+        self.stop_reason: dict[str, str] = {}
+        self.hint: dict[str, int] = {}  # draws per operator that a previous identical run needed
+        self.walked: dict[str, int] = {}
         self.labels: dict[str, tuple[set, set]] = {}
 
     def passage(self, i: int) -> prompts.Passage:
@@ -144,12 +146,14 @@ class Generator:
         if i not in self._simple:
             self._simple[i] = asyncio.ensure_future(
                 self._question("simple", prompts.simple(self.passage(i), self.limit)))
+            self._simple[i].add_done_callback(_observed)
         return self._simple[i]
 
     def broad(self, cands: tuple[int, ...]) -> asyncio.Task:
         if cands not in self._broad:
             msgs = prompts.disjunctive([self.passage(i) for i in cands], self.limit)
             self._broad[cands] = asyncio.ensure_future(self._question("broad", msgs))
+            self._broad[cands].add_done_callback(_observed)
         return self._broad[cands]
 
     async def check(self, question: str, i: int) -> str:
@@ -160,14 +164,15 @@ class Generator:
 
     async def process(self, d: Draw) -> Outcome:
         out = Outcome(d)
+        broad_task = self.broad(d.candidates) if d.op in ("and", "not") else None  # asked alongside the simple ones
         simple = await asyncio.gather(*(asyncio.shield(self.simple(i)) for i in d.candidates))
         bad = next((p for p in simple if not p.ok), None)
         if bad is not None:
             out.stage, out.reason = "atomic", f"simple question: {bad.reason}"
             return out
         out.simple = [p.value for p in simple]
-        if d.op in ("and", "not"):
-            broad = await asyncio.shield(self.broad(d.candidates))
+        if broad_task is not None:
+            broad = await asyncio.shield(broad_task)
             if not broad.ok:
                 out.stage, out.reason = "atomic", f"broad question: {broad.reason}"
                 return out
@@ -200,79 +205,133 @@ class Generator:
             out.stage, out.reason = "filter", decision.reason
         return out
 
-    async def run_wave(self, draws: list[Draw], bar) -> list[Outcome]:
-        async def one(d: Draw) -> Outcome:
-            try:
-                return await self.process(d)
-            finally:
-                bar.update(1)
-                s = self.llm.stats
-                bar.set_postfix_str(f"requests {s.requests} cached {s.cache_hits}", refresh=False)
-
-        tasks = [asyncio.ensure_future(one(d)) for d in draws]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+    def _walk(self, o: Outcome, kept: list[Outcome], by_question: dict) -> None:
+        """Count one outcome, in draw order; keep it, merge it into an equal question, or drop it."""
+        op = o.draw.op
+        self.funnel.drawn[op] += 1
+        if o.checked:
+            self.funnel.filtered[op] += 1
+            self.funnel.pass_positives[op] += o.pass_positives
+            self.funnel.pass_strict[op] += o.pass_strict
+        if o.stage is not None:
+            self.funnel.drop(op, o.stage, o.reason)
+            return
+        pos, neg = (set(x) for x in o.draw.labels())
+        key = (op, parse.key(o.question))
+        first = by_question.get(key)
+        if first is not None:
+            fpos, fneg = self.labels[first.draw.qid]
+            if (fpos | pos) & (fneg | neg):
+                self.funnel.drop(op, "dedup", "same question, conflicting labels")
+            else:
+                fpos |= pos
+                fneg |= neg
+                self.funnel.merged[op] += 1
+                first.merged.append(o.draw.index)
+            return
+        by_question[key] = o
+        self.labels[o.draw.qid] = (pos, neg)
+        kept.append(o)
+        self.funnel.kept[op] += 1
 
     async def generate(self, targets: dict[str, int], seed: int) -> dict[str, list[Outcome]]:
+        """Process draws until each operator has its examples; the result depends on the seed only.
+
+        Draws are started in index order, up to a window of them in flight, and their
+        outcomes are counted strictly in index order: an operator is done at the first
+        prefix of its draws that holds enough kept examples, and draws after that prefix
+        are ignored (cancelled if still running). Timing, a kill or the cache never
+        change which examples come out.
+        """
+        ops = list(targets)
         streams = {op: draw_stream(self.groups, op, seed=seed, min_candidates=int(self.g.min_candidates),
-                                   max_candidates=int(self.g.max_candidates)) for op in targets}
-        kept: dict[str, list[Outcome]] = {op: [] for op in targets}
+                                   max_candidates=int(self.g.max_candidates)) for op in ops}
+        budget = {op: max(1, math.ceil(float(self.g.max_draws_per_example) * targets[op])) for op in ops}
+        kept: dict[str, list[Outcome]] = {op: [] for op in ops}
         by_question: dict[tuple[str, str], Outcome] = {}
-        labels: dict[str, tuple[set, set]] = {}
+        launched = {op: 0 for op in ops}
+        walked = {op: 0 for op in ops}
+        waiting: dict[str, dict[int, Outcome]] = {op: {} for op in ops}
+        finished = {op: targets[op] <= 0 for op in ops}
         exhausted: set[str] = set()
-        for wave in range(int(self.g.max_waves)):
-            batch: list[Draw] = []
-            for op, want in targets.items():
-                deficit = want - len(kept[op])
-                if deficit <= 0 or op in exhausted:
-                    continue
-                drawn = self.funnel.drawn[op]
-                rate = max(MIN_YIELD, self.funnel.kept[op] / drawn) if drawn else FIRST_WAVE_YIELD
-                n = math.ceil(deficit / rate * 1.1) + 2
-                got = list(islice(streams[op], n))
-                if len(got) < n:
-                    exhausted.add(op)
-                batch.extend(got)
-            if not batch:
-                break
-            self.waves = wave + 1
-            with tqdm(total=len(batch), desc=f"generate wave {wave + 1}", unit="draw", disable=not self.show,
-                      leave=False) as bar:
-                outcomes = await self.run_wave(batch, bar)
-            for o in sorted(outcomes, key=lambda o: (o.draw.op, o.draw.index)):
-                op = o.draw.op
-                self.funnel.drawn[op] += 1
-                if o.checked:
-                    self.funnel.filtered[op] += 1
-                    self.funnel.pass_positives[op] += o.pass_positives
-                    self.funnel.pass_strict[op] += o.pass_strict
-                if o.stage is not None:
-                    self.funnel.drop(op, o.stage, o.reason)
-                    continue
-                pos, neg = (set(x) for x in o.draw.labels())
-                key = (op, parse.key(o.question))
-                first = by_question.get(key)
-                if first is not None:
-                    fpos, fneg = labels[first.draw.qid]
-                    if (fpos | pos) & (fneg | neg):
-                        self.funnel.drop(op, "dedup", "same question, conflicting labels")
-                    else:
-                        fpos |= pos
-                        fneg |= neg
-                        self.funnel.merged[op] += 1
-                        first.merged.append(o.draw.index)
-                    continue
-                by_question[key] = o
-                labels[o.draw.qid] = (pos, neg)
-                kept[op].append(o)
-                self.funnel.kept[op] += 1
-        self.labels = labels
-        return {op: kept[op][: targets[op]] for op in targets}
+        running: dict[asyncio.Task, Draw] = {}
+        window = max(8, 4 * int(self.cfg.llm.concurrency))
+        bar = tqdm(total=sum(targets.values()), desc="generate", unit="example", disable=not self.show)
+
+        def rate(op: str) -> float:
+            if walked[op] < 10:
+                return PRIOR_YIELD
+            return max(MIN_YIELD, self.funnel.kept[op] / walked[op])
+
+        def launch() -> None:
+            progress = True
+            while progress and len(running) < window:
+                progress = False
+                for op in ops:
+                    if finished[op] or op in exhausted or len(running) >= window:
+                        continue
+                    in_flight = launched[op] - walked[op]
+                    if len(kept[op]) + in_flight * rate(op) >= targets[op] + 1:
+                        continue  # enough on the way; wait for outcomes before drawing more
+                    hint = self.hint.get(op)
+                    if hint is not None and launched[op] >= hint and walked[op] < launched[op]:
+                        continue  # a finished run with these inputs stopped here: see if it suffices
+                    if launched[op] >= budget[op]:
+                        exhausted.add(op)
+                        self.stop_reason[op] = (f"generate.max_draws_per_example={self.g.max_draws_per_example} "
+                                                f"reached ({budget[op]} draws)")
+                        continue
+                    if walked[op] >= NO_YIELD_DRAWS and not kept[op]:
+                        exhausted.add(op)
+                        self.stop_reason[op] = (f"none of the first {walked[op]} draws survived: see the drop "
+                                                f"reasons before spending more")
+                        continue
+                    d = next(streams[op], None)
+                    if d is None:
+                        exhausted.add(op)
+                        self.stop_reason[op] = f"the corpus ran out of distinct draws after {launched[op]}"
+                        continue
+                    launched[op] += 1
+                    running[asyncio.ensure_future(self.process(d))] = d
+                    progress = True
+
+        try:
+            launch()
+            while running:
+                done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    d = running.pop(t)
+                    if t.cancelled():
+                        continue
+                    waiting[d.op][d.index] = t.result()  # an LLMError stops the run here
+                for op in ops:
+                    while not finished[op] and walked[op] in waiting[op]:
+                        before = len(kept[op])
+                        self._walk(waiting[op].pop(walked[op]), kept[op], by_question)
+                        walked[op] += 1
+                        bar.update(len(kept[op]) - before)
+                        if len(kept[op]) >= targets[op]:
+                            finished[op] = True
+                    if finished[op]:  # later draws of this operator can no longer matter
+                        waiting[op].clear()
+                        for t, d in list(running.items()):
+                            if d.op == op:
+                                t.cancel()
+                s = self.llm.stats
+                bar.set_postfix_str(f"draws {sum(walked.values())} requests {s.requests} cached {s.cache_hits}",
+                                    refresh=False)
+                launch()
+        finally:
+            for t in running:
+                t.cancel()
+            memo = [t for t in [*self._simple.values(), *self._broad.values()] if not t.done()]
+            for t in memo:
+                t.cancel()
+            await asyncio.gather(*running, *self._simple.values(), *self._broad.values(), return_exceptions=True)
+            bar.close()
+        self.exhausted = sorted(op for op in ops if not finished[op])
+        self.walked = dict(walked)
+        return {op: kept[op][: targets[op]] for op in ops}
 
 
 def _make_groups(cfg, passages: Passages, strategy: str, encoder, seed: int):
@@ -281,11 +340,11 @@ def _make_groups(cfg, passages: Passages, strategy: str, encoder, seed: int):
     if strategy == "cluster":
         pool = grouping.sample_indices(n, g.sample_size, seed)
         emb = encoder.encode([passages.text(i) for i in pool], "passages")
-        full = {i: row for row, i in enumerate(pool)}
+        row_of = {i: row for row, i in enumerate(pool)}
         groups = grouping.by_clustering(emb, list(range(len(pool))), cluster_size=int(g.cluster_size),
                                         svd_dim=int(g.svd_dim), seed=seed)
         groups = [grouping.Group(x.gid, [pool[m] for m in x.members]) for x in groups]
-        return groups, pool, (emb, full)
+        return groups, pool, (emb, row_of)
     if strategy == "page":
         groups = grouping.by_page([d.title for d in passages.docs], list(range(n)), int(g.page_size))
     else:
@@ -304,6 +363,25 @@ def _make_groups(cfg, passages: Passages, strategy: str, encoder, seed: int):
         groups = sorted(chosen, key=lambda x: x.members[0])
     pool = sorted(i for x in groups for i in x.members)
     return groups, pool, None
+
+
+def run_identity(identity: dict, cfg, targets: dict, passages: Passages, groups: list[grouping.Group]) -> str:
+    """A hash of everything that decides which draws a run makes and what they yield."""
+    import hashlib
+    import json
+
+    g = cfg.generate
+    h = hashlib.sha256()
+    h.update(json.dumps({"llm": identity, "prompts": prompts.PROMPT_VERSION, "seed": int(cfg.seed),
+                         "targets": targets, "filter": str(g.filter), "min_c": int(g.min_candidates),
+                         "max_c": int(g.max_candidates), "limit": int(g.max_passage_chars),
+                         "budget": float(g.max_draws_per_example)}, sort_keys=True).encode())
+    for x in groups:
+        h.update(x.gid.encode() + b"\x1e")
+        for i in x.members:
+            d = passages.docs[i]
+            h.update(f"{d.docid}\x1f{d.title or ''}\x1f{d.doc}\x1e".encode())
+    return h.hexdigest()[:32]
 
 
 def _backend(cfg, stats: LLMStats):
@@ -325,8 +403,7 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     offline = cfg.llm.backend == "offline"
 
     passages = load_passages(str(g.corpus), min_chars=int(g.min_passage_chars), exclude=g.exclude)
-    has_titles = any(d.title for d in passages.docs)
-    strategy = grouping.choose_strategy(str(g.grouping), str(g.corpus), has_titles, passages.ids)
+    strategy = grouping.choose_strategy(str(g.grouping), str(g.corpus), [d.title for d in passages.docs])
     cache_dir = Path(str(g.cache_dir)) if g.cache_dir else None
     encoder = None
     if strategy == "cluster" or g.hard_negatives > 0:
@@ -345,15 +422,31 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     cache = AnswerCache(cache_dir / "llm") if cache_dir is not None and not offline else None
     targets = split_counts(int(g.num_examples), list(g.operators))
 
+    state = None
+    if cache is not None:
+        state = cache_dir / "runs" / f"{run_identity(identity, cfg, targets, passages, groups)}.json"
+
     async def main():
         llm = LLM(backend, stats, identity=identity, concurrency=int(cfg.llm.concurrency), cache=cache)
         gen = Generator(cfg, passages, groups, llm, show_progress)
+        if state is not None and state.is_file():
+            import json
+
+            try:
+                gen.hint = {op: int(n) for op, n in json.loads(state.read_text())["walked"].items()}
+            except (ValueError, KeyError, TypeError):
+                gen.hint = {}
         try:
             return gen, await gen.generate(targets, seed)
         finally:
             await llm.close()
 
     gen, chosen = asyncio.run(main())
+    if state is not None:
+        import json
+
+        # lets an identical rerun stop launching draws exactly where this run stopped: zero requests
+        atomic_write_text(state, json.dumps({"walked": gen.walked}))
     t_llm = time.perf_counter()
 
     # hard negatives, mined over the same pool of passages the groups came from
@@ -407,7 +500,8 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
         gen.funnel.final[op] = len(chosen[op])
     s = stats
     llm_cfg = cfg.llm
-    shortfall = {op: f"{len(chosen[op])} of {n}" for op, n in targets.items() if len(chosen[op]) < n}
+    shortfall = {op: f"{len(chosen[op])} of {n} ({gen.stop_reason.get(op, 'stopped early')})"
+                 for op, n in targets.items() if len(chosen[op]) < n}
     report = {
         "name": str(cfg.name), "output": str(out), "report": str(report_path(out)),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -420,8 +514,7 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
                    "pool": len(pool), "mean_group_size": round(sum(len(x.members) for x in groups) / len(groups), 2)},
         "requested": targets, "final_examples": len(examples),
         "per_operator": {op: len(chosen[op]) for op in targets},
-        "shortfall": "; ".join(f"{op}: {v}" for op, v in shortfall.items()) + (
-            " (the corpus ran out of distinct draws or generate.max_waves was reached)" if shortfall else ""),
+        "shortfall": "; ".join(f"{op}: {v}" for op, v in shortfall.items()),
         "filter_mode": gen.mode,
         "operators": gen.funnel.to_dict(list(targets)),
         "llm_answers": gen.parses.to_dict(), "checks": {k: dict(v) for k, v in gen.verdicts.items()},
@@ -434,20 +527,27 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
                                        s.completion_tokens + s.cached_completion_tokens,
                                        llm_cfg.price_input, llm_cfg.price_output),
                      "prices_per_million": {"input": llm_cfg.price_input, "output": llm_cfg.price_output},
-                     "note": ("estimate from token counts" + (
+                     "note": ("estimate from token counts; whole_set: every distinct answer this run used or "
+                              "made, from the cache or not" + (
                          "; offline: tokens guessed from text length, what llm.model would cost at these prices"
                          if offline else ""))},
         "negatives": {"per_example": int(g.hard_negatives), "depth": int(g.mine_depth),
                       "mined": sum(len(m) for m in mined),
                       "encoder": (str(g.encoder or cfg.model) if encoder is not None else None),
                       "texts_encoded": encoder.encoded if encoder is not None else 0},
-        "waves": gen.waves,
+        "config": {"seed": seed, "generate": OmegaConf.to_container(g, resolve=True),
+                   "llm": OmegaConf.to_container(llm_cfg, resolve=True)},
         "elapsed_s": {"grouping": round(t_groups - t0, 3), "llm": round(t_llm - t_groups, 3),
                       "llm_busy": round(s.busy_s, 3), "negatives": round(t_mine - t_llm, 3),
                       "total": round(time.perf_counter() - t0, 3)},
     }
     import json
+    import os
 
-    atomic_write_text(report_path(out), json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    secret = os.environ.get(str(llm_cfg.api_key_env), "")
+    if secret and len(secret) >= 8 and secret in text:  # cannot happen by construction; never risk it
+        raise ConfigError("refusing to write a report that contains the API key")
+    atomic_write_text(report_path(out), text)
     print_summary(report, console)
     return out
