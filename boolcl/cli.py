@@ -76,6 +76,15 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_generate(args) -> int:
+    from .config import compose
+    from .generate.pipeline import run_generate
+
+    out = run_generate(compose(_overrides(args)))
+    console.print(f"[green]examples[/] {out}")
+    return 0
+
+
 def cmd_pending(issue: int, what: str):
     def run(args) -> int:
         print(f"boolcl {what}: not available in this version yet (tracked in issue #{issue}).", file=sys.stderr)
@@ -113,7 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="hub id, SentenceTransformer folder or checkpoint (default: model=...)")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
 
-    p = add("generate", "generate AND/OR/NOT training examples from a corpus with an LLM", cmd_pending(3, "generate"))
+    p = add("generate", "generate AND/OR/NOT training examples from a corpus with an LLM", cmd_generate,
+            "Groups passages by topic, asks the LLM for simple and broad questions, composes AND / OR / NOT\n"
+            "questions, keeps those that pass the cyclic-consistency check, mines hard negatives, and writes\n"
+            "generated/<recipe>.jsonl (or out=PATH) plus <name>.report.json. llm.backend=offline needs no\n"
+            "network; llm.backend=openai talks to any OpenAI-compatible endpoint (llm.base_url, llm.model,\n"
+            "key from the variable named by llm.api_key_env). Answers are cached: a killed run resumes.")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. llm.base_url=... out=PATH")
 
     p = add("compare", "compare checkpoints side by side: deltas, paired significance tests, plot", cmd_compare,

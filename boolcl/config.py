@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class TrainCfg:
-    boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool) or a JSONL path
+    boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
     num_examples: int = 2000  # Boolean examples to mix in (all if fewer exist)
     original: str = "sample"  # original data: 'msmarco' (hub), 'sample', 'none' or a JSONL path
@@ -44,6 +44,7 @@ class TrainCfg:
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"  # auto | no | fp16 | bf16
     gradient_checkpointing: bool = False
+    compile: bool = False  # torch.compile the encoder (GPU; dynamic shapes)
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
     keep_last: int = 2
@@ -57,7 +58,7 @@ class EvalCfg:
     k: int = 10
     batch_size: int = 64
     max_length: int = 300
-    max_corpus: Optional[int] = None  # keep labelled passages + a random sample of the rest
+    max_corpus: Optional[int] = None  # keep labelled passages + a seeded random sample of the rest (quick runs)
     query_prompt: Optional[str] = None
     passage_prompt: Optional[str] = None
     run: Optional[str] = None  # score this ranking file instead of encoding with a model
@@ -108,7 +109,7 @@ class GenerateCfg:
     mine_depth: int = 30  # how deep in the ranking to look for them
     encoder: Optional[str] = None  # encoder for clustering and mining; None: `model`
     exclude: Optional[str] = None  # an eval set (e.g. sample) whose labelled passages are never used
-    cache_dir: str = ".boolcl_cache/generate"  # LLM answers and embeddings; resumes a killed run
+    cache_dir: Optional[str] = ".boolcl_cache/generate"  # LLM answers and embeddings (null: none); resumes a killed run
     max_draws_per_example: float = 20.0  # give up (and report a shortfall) after this many draws per example asked
 
 
@@ -142,8 +143,11 @@ OPERATORS = {"and", "or", "not"}
 
 
 def recipes_dir() -> Path:
-    """The recipes folder: shipped inside the package as `boolcl.recipes`."""
-    return Path(str(resources.files("boolcl.recipes")))
+    """The recipes folder: installed as the package `boolcl.recipes`, or beside a source checkout."""
+    try:
+        return Path(str(resources.files("boolcl.recipes")))
+    except ModuleNotFoundError:  # running from a checkout that was never pip-installed
+        return Path(__file__).resolve().parents[1] / "recipes"
 
 
 def available_recipes() -> list[str]:

@@ -31,8 +31,8 @@ def test_config_errors_are_reported_not_raised(capsys):
 
 
 def test_pending_subcommands_say_where_they_are_tracked(capsys):
-    assert main(["generate", "recipe=not"]) == 2
-    assert "issue #3" in capsys.readouterr().err
+    assert main(["decompose", "recipe=not"]) == 2
+    assert "issue #6" in capsys.readouterr().err
 
 
 def test_evaluate_writes_results_and_a_rescorable_run(tiny_model_dir, small_set, tmp_path, capsys):
@@ -81,3 +81,33 @@ def test_model_and_run_together_is_an_error(tiny_model_dir, small_set, tmp_path,
     run.write_text("q-not Q0 d0 1 1.0 x\n")
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"eval.run={run}"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_compare_puts_birco_next_to_a_boolean_set(tiny_model_dir, small_set, tmp_path, capsys):
+    from conftest import ROOT
+
+    birco = ROOT.parent / "shared" / "birco"
+    if not (birco / "relic" / "test_set.pickle").is_file():
+        pytest.skip(f"the real BIRCO files are not at {birco} (they are not shipped with boolcl)")
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={tmp_path / 'bool'}"]) == 0
+    assert main(["evaluate", f"data=birco-relic:{birco}", f"eval.run={birco / 'ranks'}", f"out={tmp_path / 'relic'}"]) == 0
+    relic = json.loads((tmp_path / "relic" / "results.json").read_text())
+    assert round(relic["headline"]["nDCG@10/ALL"], 2) == 11.25  # the published E5 ranking, as the BIRCO README says
+    capsys.readouterr()
+    out = tmp_path / "cmp"
+    assert main(["compare", str(tmp_path / "bool" / "results.json"), str(tmp_path / "relic" / "results.json"),
+                 f"out={out}"]) == 0
+    printed = capsys.readouterr().out
+    assert "data: set" in printed and "data: birco-relic" in printed
+    assert (out / "compare.md").read_text().count("### ") == 2
+
+
+def test_max_corpus_keeps_labelled_passages_and_says_so(tiny_model_dir, small_set, tmp_path):
+    with (small_set / "corpus.jsonl").open("a") as fh:
+        for i in range(30):
+            fh.write(json.dumps({"docid": f"extra{i}", "doc": f"unrelated filler passage number {i}"}) + "\n")
+    out = tmp_path / "quick"
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", "eval.max_corpus=10", f"out={out}"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["data"]["passages"] == 10
+    assert res["data"]["corpus_sample"] == {"max_corpus": 10, "seed": 42, "labelled_kept": 6, "others_sampled": 4, "of": 36}

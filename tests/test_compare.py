@@ -267,12 +267,29 @@ def test_bootstrap_test_reports_an_interval(tmp_path):
     assert "bootstrap" in text and "2,000 samples" in text
 
 
-def test_refuses_different_data(tmp_path):
+def test_runs_on_several_data_sets_are_compared_per_data_set(tmp_path):
+    from boolcl.evaluate.compare import check_same_data, load_runs
+
     mrr, negr = base_values()
     a = write_run(tmp_path / "a", mrr, negr, data="boolquestions-msmarco")
     b = write_run(tmp_path / "b", mrr, negr, data="boolquestions-nq")
     with pytest.raises(CompareError, match=r"different data \(a: boolquestions-msmarco; b: boolquestions-nq\)"):
-        compare([a, b], cfg_for(), tmp_path / "o")
+        check_same_data(load_runs([str(a), str(b)], cfg_for()))  # one table never mixes data sets
+    a2 = write_run(tmp_path / "a2", *better_on_not(mrr, negr), data="boolquestions-msmarco")
+    b2 = write_run(tmp_path / "b2", *better_on_not(mrr, negr), data="boolquestions-nq")
+    out = tmp_path / "multi"
+    index = run_compare([str(a), str(b), str(a2), str(b2)], cfg_for(), out, console=Console(width=200, file=io.StringIO()))
+    assert set(index["datasets"]) == {"boolquestions-msmarco", "boolquestions-nq"}
+    for name, payload in index["datasets"].items():
+        assert [r["name"] for r in payload["runs"]] == (["a", "a2"] if name.endswith("msmarco") else ["b", "b2"])
+        assert (out / name / "compare.png").is_file()
+    md = (out / "compare.md").read_text()
+    assert "### boolquestions-msmarco" in md and "### boolquestions-nq" in md
+
+
+def test_refuses_different_data(tmp_path):
+    mrr, negr = base_values()
+    a = write_run(tmp_path / "a", mrr, negr, data="boolquestions-msmarco")
     other = {f"x{i}": t for i, t in enumerate(TYPES.values())}  # same name, other questions
     c = write_run(tmp_path / "c", {f"x{i}": v for i, v in enumerate(mrr.values())}, {}, data="boolquestions-msmarco",
                   types=other)

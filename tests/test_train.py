@@ -48,7 +48,8 @@ def test_collator_and_loss_mask_other_queries_labelled_positives(tiny_model_dir)
                       Item("q1", ["b"], ["B"], [], [], "simple")], n_negatives=1)
     batch = Collator(tok, 16, 1)([ds[0], ds[1]])
     # passages: [q0's positive A, q1's positive B, q0's negative N, a placeholder (q1 has no negative)]
-    assert batch["n_queries"] == 2 and batch["features"]["input_ids"].shape[0] == 6
+    assert batch["n_queries"] == 2 and batch["passage_features"]["input_ids"].shape[0] == 4
+    assert batch["query_features"]["input_ids"].shape == (2, 4)  # [CLS] q 0 [SEP]: queries padded on their own
     mask = false_negative_mask(batch["positive_keys"], batch["passage_keys"], torch.arange(2))
     # B is a labelled positive of q0, so never its negative; the placeholder is nobody's negative
     assert mask.tolist() == [[False, True, False, True],

@@ -128,6 +128,25 @@ def check_references(rs: RetrievalSet, label: str | os.PathLike) -> None:
                                     f"(question {q.qid!r}) is not in the corpus", field=key)
 
 
+def subsample(rs: RetrievalSet, max_corpus: int, seed: int) -> tuple[RetrievalSet, dict]:
+    """Keep every labelled passage plus a seeded random sample of the rest, `max_corpus` in all.
+
+    A quick run on a big corpus; the scores are easier than on the full corpus, so the
+    returned description goes into results.json next to them.
+    """
+    import random
+
+    labelled = {c.passage_id for q in rs.questions for c in q.positive_ctxs + q.negative_ctxs}
+    rest = [i for i, pid in enumerate(rs.corpus.ids) if pid not in labelled]
+    keep_rest = max(0, max_corpus - (len(rs.corpus) - len(rest)))
+    chosen = set(random.Random(seed).sample(rest, min(keep_rest, len(rest))))
+    keep = [i for i, pid in enumerate(rs.corpus.ids) if pid in labelled or i in chosen]
+    corpus = Corpus([rs.corpus.ids[i] for i in keep], [rs.corpus.texts[i] for i in keep])
+    note = {"max_corpus": max_corpus, "seed": seed, "labelled_kept": len(keep) - len(chosen),
+            "others_sampled": len(chosen), "of": len(rs.corpus)}
+    return RetrievalSet(rs.name, rs.questions, corpus, rs.source), note
+
+
 def load_retrieval_set(spec: str) -> RetrievalSet:
     """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, or a folder."""
     if spec == "sample":

@@ -6,7 +6,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..config import ConfigError
-from ..data.loaders import RetrievalSet, load_retrieval_set
+from ..data.loaders import RetrievalSet, load_retrieval_set, subsample
 from ..models import fingerprint, load_model
 from .report import write_results
 from .runner import EvalResult, evaluate_model
@@ -56,7 +56,10 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
         info = result.settings.get("model") or {"run": cfg.eval.run}
     else:
         rset = load_retrieval_set(cfg.data)
-        data = data_info(rset)
+        sampling = None
+        if cfg.eval.max_corpus and cfg.eval.max_corpus < len(rset.corpus):
+            rset, sampling = subsample(rset, cfg.eval.max_corpus, cfg.seed)
+        data = data_info(rset) | ({"corpus_sample": sampling} if sampling else {})
         if cfg.eval.run:
             result, info = score_run(rset, read_trec_run(cfg.eval.run), k=cfg.eval.k), {"run": cfg.eval.run}
         else:

@@ -544,14 +544,13 @@ def run_compare(inputs: list[str], cfg: DictConfig, out: str | None = None, *, s
                 embedded_base: bool = True, console: Console | None = None) -> dict:
     """Compare `inputs` (results.json files, run folders, models) against `cfg.compare.baseline`.
 
-    Evaluates inputs without results on `cfg.data`, refuses runs on different data, prints
-    the table and writes compare.json, compare.md and compare.png to `out` (default
-    compare/<timestamp>/). `seeds` (default: `cfg.compare.seeds` if the schema has it,
-    else False) averages runs that differ only by seed. Returns compare.json's content
-    plus `files`.
+    Evaluates inputs without results on `cfg.data`, prints the table and writes
+    compare.json, compare.md and compare.png to `out` (default compare/<timestamp>/).
+    Results on several data sets (say the sample, BIRCO and QUEST) are compared per data
+    set, one table each, side by side in compare.md and under `out/<data>/`. `seeds`
+    (default: `cfg.compare.seeds`) averages runs that differ only by seed. Returns
+    compare.json's content plus `files`.
     """
-    from .plot import plot_compare
-
     console = console or Console()
     c = cfg.compare
     if seeds is None:
@@ -563,6 +562,35 @@ def run_compare(inputs: list[str], cfg: DictConfig, out: str | None = None, *, s
     if not 0 < c.alpha < 1:
         raise CompareError(f"compare.alpha must be in (0, 1), got {c.alpha}")
     runs = load_runs(list(inputs), cfg, console=console, embedded_base=embedded_base)
+    by_data: dict[str, list[Run]] = {}
+    for r in runs:
+        by_data.setdefault(str((r.results.get("data") or {}).get("name")), []).append(r)
+    out_dir = Path(out) if out else default_out()
+    if len(by_data) == 1:
+        return _compare_group(runs, cfg, out_dir, console, seeds)
+    # Several data sets: every check (same k, same corpus, same questions) holds within each.
+    payloads = {}
+    for name, group in by_data.items():
+        console.rule(f"data: {name}")
+        payloads[name] = _compare_group(group, cfg, out_dir / _slug(name), console, seeds)
+    files = {"json": out_dir / "compare.json", "md": out_dir / "compare.md"}
+    index = {"datasets": {n: {k: v for k, v in p.items() if k != "files"} for n, p in payloads.items()}}
+    atomic_write_text(files["json"], json.dumps(index, indent=2) + "\n")
+    atomic_write_text(files["md"], "\n".join(f"### {n}\n\n{markdown(p)}" for n, p in payloads.items()))
+    index["files"] = {**{key: str(p) for key, p in files.items()},
+                      **{f"{n}/{k}": v for n, p in payloads.items() for k, v in p["files"].items()}}
+    return index
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "data"
+
+
+def _compare_group(runs: list[Run], cfg: DictConfig, out_dir: Path, console: Console, seeds: bool) -> dict:
+    """One comparison: runs on one data set."""
+    from .plot import plot_compare
+
+    c = cfg.compare
     qids, notes = check_same_data(runs)
     if seeds:
         runs, seed_notes = aggregate_seeds(runs)
@@ -577,7 +605,6 @@ def run_compare(inputs: list[str], cfg: DictConfig, out: str | None = None, *, s
                      + " (no question has explicit negatives)")
     payload["notes"] = notes
 
-    out_dir = Path(out) if out else default_out()
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {"json": out_dir / "compare.json", "md": out_dir / "compare.md", "png": out_dir / "compare.png"}
     atomic_write_text(files["json"], json.dumps(payload, indent=2) + "\n")

@@ -71,10 +71,10 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     """The training items for a config, and a summary of where they came from."""
     t = cfg.train
     rng = random.Random(cfg.seed)
-    examples, corpus = load_training_pool(t.boolean)
+    examples, corpus = load_training_pool(t.boolean) if t.boolean != "none" else ([], None)
     where = "sample training pool" if t.boolean == "sample" else t.boolean
     boolean = [e for e in examples if e.question_type in set(t.operators)]
-    if not boolean:
+    if not boolean and t.boolean != "none":
         raise DataError(where, None, f"no training examples of type {list(t.operators)}", field="question_type")
     rng.shuffle(boolean)
     boolean = boolean[: t.num_examples]
@@ -148,10 +148,11 @@ def passage_key(passage_id: str) -> int:
 
 
 class Collator:
-    """Tokenise queries and passages together, padded to the longest in the batch.
+    """Tokenise queries and passages, each padded to the longest of its kind in the batch.
 
-    One tokenizer call and one forward pass for the whole batch: queries first, then
-    each item's positive, then the negatives. Every item contributes exactly
+    Queries are short and passages long, so they are padded (and encoded) separately:
+    padding queries to passage length would waste about a third of the compute. The
+    passages are each item's positive, then the negatives. Every item contributes exactly
     `n_negatives` passages (short lists are topped up by repeating; an item without any
     gets empty placeholders the loss ignores), so batches have a fixed shape. Passage ids travel as integer keys: `passage_keys[j]` for passage j and
     `positive_keys[i]` (padded with -1) for all labelled positives of query i, from which
@@ -162,6 +163,10 @@ class Collator:
                  query_prompt: str | None = None, passage_prompt: str | None = None):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
+
+    def _tokenize(self, texts: list[str]) -> dict:
+        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                   return_tensors="pt"))
 
     def __call__(self, batch: list[dict]) -> dict:
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
@@ -176,10 +181,10 @@ class Collator:
         positive_keys = torch.full((len(batch), width), -1, dtype=torch.long)
         for i, b in enumerate(batch):
             positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
-        texts = [self.query_prompt + b["query"] for b in batch] + [self.passage_prompt + p for p in passages]
-        features = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                                  return_tensors="pt")
-        return {"features": dict(features), "n_queries": len(batch),
+        queries = self._tokenize([self.query_prompt + b["query"] for b in batch])
+        passages = self._tokenize([self.passage_prompt + p for p in passages])
+        return {"query_features": queries, "passage_features": passages, "n_queries": len(batch),
+                "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
                 "passage_keys": torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids],
                                              dtype=torch.long),
                 "positive_keys": positive_keys}

@@ -91,6 +91,7 @@ def train(cfg: DictConfig) -> Path:
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=EpochShuffle(len(dataset), cfg.seed), drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
+                                         persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
     steps_per_epoch = len(items) // (local_batch * accelerator.num_processes) // t.grad_accum
     if steps_per_epoch == 0:
@@ -106,6 +107,7 @@ def train(cfg: DictConfig) -> Path:
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    forward = torch.compile(model, dynamic=True) if t.compile else model  # batches vary in length
     accelerator.register_for_checkpointing(scheduler)
 
     progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
@@ -125,7 +127,7 @@ def train(cfg: DictConfig) -> Path:
     accelerator.init_trackers(cfg.name, config=checkpoint.flat_config(cfg))
 
     # The loop.
-    step, seen, start = progress["step"], 0, time.perf_counter()
+    step, seen, tokens, start = progress["step"], 0, 0, time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc=f"training {cfg.name}", unit="step", disable=not is_main)
     model.train()
     for epoch in range(progress["epoch"], epochs):
@@ -141,9 +143,10 @@ def train(cfg: DictConfig) -> Path:
             torch.manual_seed(hash((cfg.seed, epoch, micro, accelerator.process_index)) % 2**63)
             with accelerator.accumulate(model):
                 try:
-                    emb = model(batch["features"])["sentence_embedding"]
+                    q = forward(batch["query_features"])["sentence_embedding"]
+                    p = forward(batch["passage_features"])["sentence_embedding"]
                     n = batch["n_queries"]
-                    loss = loss_fn(emb[:n], emb[n:], batch["passage_keys"], batch["positive_keys"])
+                    loss = loss_fn(q, p, batch["passage_keys"], batch["positive_keys"])
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
                                             f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
@@ -163,14 +166,16 @@ def train(cfg: DictConfig) -> Path:
                     scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             seen += n * accelerator.num_processes
+            tokens += batch["n_tokens"] * accelerator.num_processes  # counted on the CPU: no GPU sync
             if not accelerator.sync_gradients:
                 continue
             step += 1
             bar.update(1)
             if step % t.log_every == 0 or step == total_steps:
+                elapsed = time.perf_counter() - start
                 record = {"step": step, "epoch": epoch, "loss": accelerator.reduce(loss.detach(), "mean").item(),
                           "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                          "triples_per_s": seen / (time.perf_counter() - start)}
+                          "triples_per_s": seen / elapsed, "elapsed_s": elapsed, "tokens": tokens}
                 log.write(record)
                 accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
                 bar.set_postfix(loss=f"{record['loss']:.4f}")

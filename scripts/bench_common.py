@@ -1,0 +1,63 @@
+"""Shared pieces of the benchmarks: a DistilBERT-base bi-encoder and synthetic text, no hub needed."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+
+def tokenizer_dir(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    from boolcl.models import packaged_model_dir
+
+    return str(packaged_model_dir())  # bert-base-uncased's vocabulary, as DistilBERT's
+
+
+def distilbert_folder(root: Path, tokenizer: str) -> Path:
+    """DistilBERT-base (66M parameters, random weights) saved as a SentenceTransformer folder, mean pooling."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    out = root / "distilbert-st"
+    if (out / "modules.json").is_file():
+        return out
+    torch.manual_seed(0)
+    hf = root / "distilbert-hf"
+    DistilBertModel(DistilBertConfig()).save_pretrained(hf)
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(hf)
+    model = SentenceTransformer(str(hf), device="cpu")
+    model.max_seq_length = 256
+    model.similarity_fn_name = "dot"
+    model.save(str(out))
+    return out
+
+
+def words(tokenizer: str, seed: int = 0) -> list[str]:
+    from transformers import AutoTokenizer
+
+    vocab = AutoTokenizer.from_pretrained(tokenizer).get_vocab()
+    return sorted(w for w in vocab if w.isalpha() and len(w) > 3)
+
+
+def sentence(rng: random.Random, vocab: list[str], n_words: int) -> str:
+    return " ".join(rng.choice(vocab) for _ in range(n_words))
+
+
+def triples(n: int, vocab: list[str], seed: int = 0, q_words: int = 13, p_words: int = 61) -> list[tuple[str, str, str]]:
+    """(query, positive, negative); whole-word tokens, so about 15- and 63-token sequences with [CLS]/[SEP]."""
+    rng = random.Random(seed)
+    return [(sentence(rng, vocab, q_words), sentence(rng, vocab, p_words), sentence(rng, vocab, p_words))
+            for _ in range(n)]
+
+
+def write_pool(path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """The triples as boolcl training examples (texts inline)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        for i, (q, p, n) in enumerate(rows):
+            fh.write(json.dumps({"qid": f"q{i}", "question": q, "question_type": "simple",
+                                 "positive_ctxs": [{"passage_id": f"p{i}", "text": p}],
+                                 "hard_negative_ctxs": [{"passage_id": f"n{i}", "text": n}]}) + "\n")
+    return path
