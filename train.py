@@ -20,6 +20,10 @@ def main(cfg: DictConfig) -> None:
 
     validate(cfg)
     print(f"saved {train(cfg)}")
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # a clean exit for multi-process runs
 
 
 if __name__ == "__main__":

@@ -23,6 +23,15 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class LoraCfg:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: Optional[list[str]] = None  # None: peft's default for the architecture
+
+
+@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -38,12 +47,14 @@ class TrainCfg:
     epochs: int = 1
     max_steps: int = -1  # >0 overrides epochs
     max_length: int = 300
-    loss: str = "infonce"
+    loss: str = "infonce"  # infonce | margin_mse (needs teacher 'score' on the contexts)
     scale: Optional[float] = None  # logits multiplier; None: 1 for dot, 20 for cosine
     gather_negatives: bool = True  # several processes: every process's passages are negatives for every query
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"  # auto | no | fp16 | bf16
     gradient_checkpointing: bool = False
+    lora: LoraCfg = field(default_factory=LoraCfg)  # train low-rank adapters only; saved merged
+    group_by_length: bool = False  # batches of similar length (less padding), in random order
     compile: bool = False  # torch.compile the encoder (GPU; dynamic shapes)
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
@@ -132,7 +143,7 @@ ConfigStore.instance().store(name="boolcl_schema", node=BoolclConfig)
 
 VALID = {
     "similarity": {None, "dot", "cosine"},
-    "train.loss": {"infonce"},
+    "train.loss": {"infonce", "margin_mse"},
     "train.mixed_precision": {"auto", "no", "fp16", "bf16"},
     "llm.backend": {"offline", "openai"},
     "generate.grouping": {"auto", "cluster", "page", "prefix"},

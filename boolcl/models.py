@@ -92,6 +92,12 @@ def load_model(spec: str, *, device: str | None = None, similarity: str | None =
     return model
 
 
+def set_encoder(model, module) -> None:
+    """Replace the transformer inside a SentenceTransformer (sentence-transformers 3-5: `auto_model`; 6: `model`)."""
+    first = model[0]
+    setattr(first, "model" if "model" in dict(first.named_children()) else "auto_model", module)
+
+
 def fingerprint(model) -> str:
     """A short hash of all weights and the settings that change embeddings (cache keys, results)."""
     import torch

@@ -14,3 +14,8 @@ assert acc.num_processes == 2, acc.distributed_type
 if acc.process_index == 1:
     time.sleep(1.2)
 print(f"RUN_DIR rank={acc.process_index} {agree_on_run_dir(acc, compose(['recipe=tiny']))}", flush=True)
+
+import torch.distributed as dist  # noqa: E402
+
+dist.barrier()
+dist.destroy_process_group()  # a clean exit: gloo threads otherwise abort at interpreter shutdown

@@ -23,3 +23,8 @@ loader = acc.prepare(torch.utils.data.DataLoader(Indices(), batch_size=3, sample
 loader.set_epoch(0)
 seen = [int(i) for batch in loader for i in batch]
 print(f"ITEMS rank={acc.process_index} {' '.join(map(str, seen))}", flush=True)
+
+import torch.distributed as dist  # noqa: E402
+
+dist.barrier()
+dist.destroy_process_group()  # a clean exit: gloo threads otherwise abort at interpreter shutdown

@@ -239,3 +239,73 @@ def test_two_processes_match_one_process(tiny_nodrop_dir, pool, tmp_path):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-5)
     w1, w2 = _weights(one), _weights(two)
     assert all(torch.allclose(w1[k], w2[k], rtol=1e-4, atol=1e-6) for k in w1)
+
+
+def test_margin_mse_matches_its_definition():
+    from boolcl.train.losses import MarginMSE
+
+    torch.manual_seed(1)
+    q, p = torch.randn(2, 4), torch.randn(2 + 2 * 3, 4)  # 2 positives, then 3 negatives per query
+    teacher = torch.randn(2, 3)
+    expected = torch.stack([torch.stack([q[i] @ p[i] - q[i] @ p[2 + 3 * i + j] for j in range(3)]) for i in range(2)])
+    assert MarginMSE("dot")(q, p, teacher).item() == pytest.approx(((expected - teacher) ** 2).mean().item(), rel=1e-5)
+
+
+def test_margin_mse_trains_on_scored_data_and_refuses_unscored(tiny_model_dir, tmp_path, small_set):
+    rows = [{"qid": f"m{i}", "question": f"question number {i}?", "question_type": "simple",
+             "positive_ctxs": [{"passage_id": f"d{i % 3}", "score": 9.5}],
+             "hard_negative_ctxs": [{"passage_id": f"d{3 + i % 3}", "score": 1.0 + i}]} for i in range(4)]
+    scored = dump_jsonl(tmp_path / "scored" / "train.jsonl", rows)
+    (tmp_path / "scored" / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
+    args = ["train.boolean=none", "train.loss=margin_mse", "train.max_steps=2"]
+    out = train(tiny_cfg(tiny_model_dir, scored, tmp_path / "mm", *args, f"train.original={scored}"))
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 2 and all(math.isfinite(r["loss"]) and r["loss"] > 0 for r in log)
+    rows[2]["hard_negative_ctxs"][0].pop("score")
+    dump_jsonl(scored, rows)
+    with pytest.raises(DataError, match="needs a teacher 'score'.*1 examples lack one"):
+        train(tiny_cfg(tiny_model_dir, scored, tmp_path / "mm2", *args, f"train.original={scored}"))
+
+
+def test_lora_trains_adapters_and_saves_a_plain_model(tiny_model_dir, pool, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    out = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "lora", "train.lora.enabled=true", "train.lora.r=4",
+                         "train.lr=1e-2", "train.max_steps=3"))
+    trained, base = _weights(out), _weights(tiny_model_dir)
+    assert trained.keys() == base.keys()  # merged: no lora_ tensors, loads without peft
+    changed = [k for k in base if not torch.equal(base[k], trained[k])]
+    assert changed and all("attention" in k for k in changed)  # only the adapted projections moved
+    assert SentenceTransformer(str(out)).encode(["x"]).shape == (1, 32)
+
+
+def test_group_by_length_makes_homogeneous_batches_in_random_order():
+    from boolcl.train.data import EpochShuffle
+
+    lengths = [(i * 37) % 101 for i in range(1000)]
+    plain, grouped = EpochShuffle(1000, 0), EpochShuffle(1000, 0, lengths, batch_size=10)
+    a, b = list(plain), list(grouped)
+    assert sorted(b) == list(range(1000))  # every item once
+    spread = lambda order: sum(max(lengths[i] for i in order[k:k + 10]) - min(lengths[i] for i in order[k:k + 10])  # noqa: E731
+                               for k in range(0, 1000, 10))
+    assert spread(b) < spread(a) / 5
+    firsts = [lengths[b[k]] for k in range(0, 1000, 10)]
+    assert firsts != sorted(firsts, reverse=True)  # batch order is shuffled, not longest-first
+    grouped.set_epoch(1)
+    assert list(grouped) != b
+
+
+@pytest.mark.slow
+def test_training_on_the_not_pool_teaches_negation(tmp_path):
+    """The packaged MiniLM, trained on the sample's NOT pool, ranks excluded passages lower."""
+    from boolcl.data.loaders import load_retrieval_set
+    from boolcl.evaluate.command import evaluate_spec
+
+    cfg = compose(["recipe=tiny", "train.operators=[not]", "train.original=none", "train.epochs=4",
+                   "train.report_to=[]", f"out={tmp_path / 'not'}"])
+    rs = load_retrieval_set("sample")
+    base, _ = evaluate_spec(cfg.model, rs, cfg, similarity="cosine", show_progress=False)
+    trained, _ = evaluate_spec(str(train(cfg)), rs, cfg, show_progress=False)
+    before, after = (r.metrics["NegRecall@10"]["NOT"]["value"] for r in (base, trained))
+    assert after < before - 0.03, (before, after)
+    assert trained.metrics["MRR@10"]["NOT"]["value"] > base.metrics["MRR@10"]["NOT"]["value"]

@@ -44,6 +44,7 @@ class Context:
     passage_id: str
     text: str | None = None
     title: str | None = None
+    score: float | None = None  # a teacher's relevance score, for MarginMSE
 
     @classmethod
     def from_dict(cls, row: Any, where: str) -> "Context":
@@ -53,8 +54,12 @@ class Context:
             raise RowError(where, f"each context must be an object with 'passage_id', got {type(row).__name__}")
         try:
             pid = _str(row, "passage_id", is_id=True)
+            score = row.get("score")
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+                raise RowError("score", f"must be a number, got {type(score).__name__}")
             return cls(passage_id=pid, text=_str(row, "text", required=False, allow_empty=True),
-                       title=_str(row, "title", required=False, allow_empty=True))
+                       title=_str(row, "title", required=False, allow_empty=True),
+                       score=None if score is None else float(score))
         except RowError as e:
             raise RowError(f"{where}.{e.field}", str(e).split(": ", 1)[1]) from None
 

@@ -103,11 +103,24 @@ def find_resume(resume, run_dir: Path) -> Path | None:
     return path
 
 
+def plain(model):
+    """The model as a plain SentenceTransformer: LoRA adapters merged into a copy of the weights."""
+    import copy
+
+    if not hasattr(model[0].auto_model, "merge_and_unload"):
+        return model
+    from ..models import set_encoder
+
+    merged = copy.deepcopy(model)
+    set_encoder(merged, merged[0].auto_model.merge_and_unload())
+    return merged
+
+
 def save_model(accelerator, model, folder: Path) -> None:
-    """A plain SentenceTransformer folder, written by rank 0."""
+    """A plain SentenceTransformer folder (loads without peft), written by rank 0."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        accelerator.unwrap_model(model).save(str(folder))
+        plain(accelerator.unwrap_model(model)).save(str(folder))
     accelerator.wait_for_everyone()
 
 

@@ -28,6 +28,8 @@ class Item:
     negative_ids: list[str]
     negatives: list[str]
     question_type: str
+    positive_scores: list[float | None] | None = None  # teacher scores, for MarginMSE
+    negative_scores: list[float | None] | None = None
 
 
 def _text_id(text: str) -> str:
@@ -52,7 +54,8 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
         negs = ex.all_negatives
         items.append(Item(ex.question, [c.passage_id for c in ex.positive_ctxs],
                           _texts(ex.positive_ctxs, lookup, where),
-                          [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type))
+                          [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
+                          [c.score for c in ex.positive_ctxs], [c.score for c in negs]))
     return items
 
 
@@ -92,16 +95,31 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     rng.shuffle(original)
     if t.original_size is not None:
         original = original[: t.original_size]
+    if t.loss == "margin_mse":
+        unscored = [it.query for it in items + original
+                    if it.positive_scores is None or None in it.positive_scores or not it.negatives
+                    or None in (it.negative_scores or [None])]
+        if unscored:
+            raise DataError(where, None, f"train.loss=margin_mse needs a teacher 'score' on every positive and "
+                            f"negative context; {len(unscored)} examples lack one (first: {unscored[0]!r})",
+                            field="score")
     summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items)},
                "original": {"source": t.original, "examples": len(original)}}
     return items + original, summary
 
 
 class EpochShuffle(torch.utils.data.Sampler):
-    """A fresh permutation per epoch from (seed, epoch) alone: a resumed run sees the same order."""
+    """A fresh permutation per epoch from (seed, epoch) alone: a resumed run sees the same order.
 
-    def __init__(self, n: int, seed: int):
+    With `lengths`, items are sorted by length within windows of 50 batches and the full
+    batches are then shuffled: batches of similar length pad less, and their order stays random.
+    """
+
+    WINDOW = 50
+
+    def __init__(self, n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1):
         self.n, self.seed, self.epoch = n, seed, 0
+        self.lengths, self.batch_size = lengths, batch_size
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -111,7 +129,17 @@ class EpochShuffle(torch.utils.data.Sampler):
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        perm = torch.randperm(self.n, generator=g).tolist()
+        if self.lengths is None:
+            return iter(perm)
+        bs = self.batch_size
+        window = bs * self.WINDOW
+        ordered = [i for lo in range(0, self.n, window)
+                   for i in sorted(perm[lo:lo + window], key=lambda i: -self.lengths[i])]
+        full = self.n // bs * bs
+        batches = [ordered[lo:lo + bs] for lo in range(0, full, bs)]
+        order = torch.randperm(len(batches), generator=g).tolist()
+        return iter([i for b in order for i in batches[b]] + ordered[full:])  # a partial batch stays last
 
 
 class ItemDataset(torch.utils.data.Dataset):
@@ -135,8 +163,12 @@ class ItemDataset(torch.utils.data.Dataset):
             order = it.negatives[start:] + it.negatives[:start]
             ids = it.negative_ids[start:] + it.negative_ids[:start]
             negs = list(zip(ids, order))[: self.n_negatives]
+            if it.negative_scores is not None:
+                scores = it.negative_scores[start:] + it.negative_scores[:start]
+                negs = [(pid, text, score) for (pid, text), score in zip(negs, scores)]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
-                "positive_ids": it.positive_ids, "negatives": negs}
+                "positive_ids": it.positive_ids, "negatives": negs,
+                "positive_score": it.positive_scores[p] if it.positive_scores else None}
 
 
 PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
@@ -170,13 +202,16 @@ class Collator:
 
     def __call__(self, batch: list[dict]) -> dict:
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
+        margins = []  # teacher's score(positive) - score(negative), when the data has scores
         for i, b in enumerate(batch):
             negs = b["negatives"] or []
             for j in range(self.n_negatives):
                 # no negative at all: an empty placeholder that the loss leaves out of every softmax
-                pid, text = negs[j % len(negs)] if negs else (None, "")
-                ids.append(pid)
-                passages.append(text)
+                neg = negs[j % len(negs)] if negs else (None, "", None)
+                ids.append(neg[0])
+                passages.append(neg[1])
+                pos_score, neg_score = b.get("positive_score"), (neg[2] if len(neg) > 2 else None)
+                margins.append(None if pos_score is None or neg_score is None else pos_score - neg_score)
         width = max(len(b["positive_ids"]) for b in batch)
         positive_keys = torch.full((len(batch), width), -1, dtype=torch.long)
         for i, b in enumerate(batch):
@@ -187,4 +222,6 @@ class Collator:
                 "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
                 "passage_keys": torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids],
                                              dtype=torch.long),
-                "positive_keys": positive_keys}
+                "positive_keys": positive_keys,
+                "teacher_margins": (torch.tensor(margins, dtype=torch.float).view(len(batch), self.n_negatives)
+                                    if margins and None not in margins else None)}

@@ -23,10 +23,10 @@ from transformers import get_linear_schedule_with_warmup
 from ..config import ConfigError, to_yaml
 from ..data.jsonl import atomic_write_text
 from ..evaluate.runner import prompts_for
-from ..models import load_model
+from ..models import load_model, set_encoder
 from . import checkpoint
 from .data import Collator, EpochShuffle, ItemDataset, build_mix
-from .losses import InfoNCE
+from .losses import InfoNCE, MarginMSE
 
 
 class TrainingError(RuntimeError):
@@ -85,11 +85,19 @@ def train(cfg: DictConfig) -> Path:
         encoder.pooler.requires_grad_(False)  # (DDP would wait forever for its gradients)
     if t.gradient_checkpointing:
         encoder.gradient_checkpointing_enable()
+    if t.lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        set_encoder(model, get_peft_model(encoder, LoraConfig(
+            r=t.lora.r, lora_alpha=t.lora.alpha, lora_dropout=t.lora.dropout,
+            target_modules=list(t.lora.target_modules) if t.lora.target_modules else None)))
 
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     dataset = ItemDataset(items, t.hard_negatives)
+    lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
+    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch)
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=EpochShuffle(len(dataset), cfg.seed), drop_last=True,
+    loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
@@ -100,10 +108,15 @@ def train(cfg: DictConfig) -> Path:
     total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
     epochs = math.ceil(total_steps / steps_per_epoch)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay,
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t.lr, weight_decay=t.weight_decay,
                                   fused=accelerator.device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
-    loss_fn = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
+    if t.loss == "margin_mse":
+        margin_mse = MarginMSE(similarity)
+        loss_fn = lambda q, p, batch: margin_mse(q, p, batch["teacher_margins"])  # noqa: E731
+    else:
+        info_nce = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
+        loss_fn = lambda q, p, batch: info_nce(q, p, batch["passage_keys"], batch["positive_keys"])  # noqa: E731
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
@@ -146,7 +159,7 @@ def train(cfg: DictConfig) -> Path:
                     q = forward(batch["query_features"])["sentence_embedding"]
                     p = forward(batch["passage_features"])["sentence_embedding"]
                     n = batch["n_queries"]
-                    loss = loss_fn(q, p, batch["passage_keys"], batch["positive_keys"])
+                    loss = loss_fn(q, p, batch)
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
                                             f"checkpoints in {run_dir} are intact. Try a lower train.lr, "

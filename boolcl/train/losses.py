@@ -72,3 +72,23 @@ class InfoNCE(torch.nn.Module):
         if passage_keys is not None and positive_keys is not None:
             logits = logits.masked_fill(false_negative_mask(positive_keys, passage_keys, targets), float("-inf"))
         return F.cross_entropy(logits, targets)
+
+
+class MarginMSE(torch.nn.Module):
+    """Match the teacher's margins: (s(q, p+) - s(q, p-)) should equal (t(q, p+) - t(q, p-)).
+
+    The objective msmarco-distilbert-dot-v5 was trained with (Hofstätter et al., 2020);
+    passages are [B positives, then each query's n negatives], as the collator lays them out.
+    """
+
+    def __init__(self, similarity: str = "dot"):
+        super().__init__()
+        self.kind = similarity
+
+    def forward(self, q: torch.Tensor, p: torch.Tensor, teacher_margins: torch.Tensor) -> torch.Tensor:
+        b, n = teacher_margins.shape
+        if self.kind == "cosine":
+            q, p = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
+        positive = (q * p[:b]).sum(-1)  # (B,)
+        negatives = torch.einsum("bd,bnd->bn", q, p[b:].view(b, n, -1))  # (B, n)
+        return F.mse_loss((positive[:, None] - negatives).float(), teacher_margins.float())
