@@ -53,9 +53,9 @@ def cmd_evaluate(args) -> int:
     from .evaluate.report import print_table
 
     cfg = compose(_overrides(args))
-    model = None if cfg.eval.run and not args.model else (args.model or cfg.model)
+    model = None if cfg.run and not args.model else (args.model or cfg.model)
     result, payload, out_dir = run_evaluate(model, cfg, cfg.out)
-    label = Path(cfg.eval.run).name if cfg.eval.run else Path(model).name
+    label = Path(cfg.run).name if cfg.run else Path(model).name
     print_table({label: payload["headline"]}, cfg.eval.k,
                 title=f"{payload['data']['name']}: {payload['data']['questions']} questions, "
                       f"{payload['data']['passages']} passages")

@@ -72,7 +72,6 @@ class EvalCfg:
     max_corpus: Optional[int] = None  # keep labelled passages + a seeded random sample of the rest (quick runs)
     query_prompt: Optional[str] = None
     passage_prompt: Optional[str] = None
-    run: Optional[str] = None  # score this ranking file instead of encoding with a model
 
 
 @dataclass
@@ -131,6 +130,7 @@ class BoolclConfig:
     similarity: Optional[str] = None  # dot | cosine; None: the model's own
     data: str = "sample"  # evaluation set
     out: Optional[str] = None  # run folder; None: checkpoints/<name>-<time>
+    run: Optional[str] = None  # evaluate: score this ranking file (TREC run, BIRCO rank pickles) instead of a model
     seed: int = 42
     train: TrainCfg = field(default_factory=TrainCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)

@@ -252,7 +252,7 @@ def test_unreachable_hub_says_how_to_use_the_release_files(tmp_path, monkeypatch
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     with pytest.raises(DataError, match=r"mteb/BIRCO-Relic-Test: could not load BIRCO relic .*"
                                         r"data=birco-relic:/path/to/birco"):
-        evaluate_benchmark("birco-relic", None, cfg("eval.run=unused.pickle"))
+        evaluate_benchmark("birco-relic", None, cfg("run=unused.pickle"))
     with pytest.raises(DataError, match="hub copies hold only the test split"):
         load_birco("relic", None, split="dev")
 
@@ -274,7 +274,7 @@ def test_rank_pickle_scores_with_graded_ndcg(release):
     from ir_measures import nDCG, RR
 
     result, data = evaluate_benchmark(f"birco-relic:{release}", None,
-                                      cfg(f"eval.run={release / 'ranks' / 'relic' / 'e5_rank.pickle'}"))
+                                      cfg(f"run={release / 'ranks' / 'relic' / 'e5_rank.pickle'}"))
     # q1: [c3, c1, c2, c4] with grades c1=2, c2=1: DCG = 2/log2(3) + 1/log2(4); IDCG = 2 + 1/log2(3)
     assert result.per_query["nDCG@10"]["q1"] == pytest.approx((2 / np.log2(3) + 0.5) / (2 + 1 / np.log2(3)))
     assert result.per_query["MRR@10"] == {"q1": 0.5, "q2": 1 / 3, "q3": 1.0}
@@ -294,9 +294,9 @@ def test_trec_run_and_rank_pickle_agree(release, tmp_path):
     from boolcl.evaluate.report import write_trec_run
 
     via_pickle, _ = evaluate_benchmark(f"birco-relic:{release}", None,
-                                       cfg(f"eval.run={release / 'ranks' / 'relic'}"))  # a folder of rank files
+                                       cfg(f"run={release / 'ranks' / 'relic'}"))  # a folder of rank files
     write_trec_run(tmp_path / "run.trec", via_pickle.run, "e5")
-    via_trec, _ = evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"eval.run={tmp_path / 'run.trec'}"))
+    via_trec, _ = evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"run={tmp_path / 'run.trec'}"))
     assert via_trec.per_query == via_pickle.per_query and via_trec.settings["run"]["format"] == "trec"
 
 
@@ -321,16 +321,16 @@ def test_malformed_trec_runs(tmp_path, text, message):
 def test_rankings_must_stay_in_the_pool_and_the_task(release, tmp_path):
     outside = write_pickle(tmp_path / "outside.pickle", {"q1": ["c1", "c8"]})
     with pytest.raises(DataError, match=r"outside\.pickle: passage 'c8' ranked for query 'q1' is not in its candidate pool"):
-        evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"eval.run={outside}"))
+        evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"run={outside}"))
     stranger = write_pickle(tmp_path / "stranger.pickle", {"q7": ["c1"]})
     with pytest.raises(DataError, match=r"query 'q7' is not in birco-relic"):
-        evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"eval.run={stranger}"))
+        evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"run={stranger}"))
 
 
 def test_a_query_without_ranking_scores_zero_and_is_reported(release, tmp_path):
     partial = write_pickle(tmp_path / "partial.pickle", {"q1": ["c1", "c2", "c3", "c4"]})
     with pytest.warns(UserWarning, match="2 of 3 queries have no ranking"):
-        result, data = evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"eval.run={partial}"))
+        result, data = evaluate_benchmark(f"birco-relic:{release}", None, cfg(f"run={partial}"))
     assert result.per_query["nDCG@10"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
     assert data["queries_without_ranking"] == {"relic": 2}
 
@@ -338,12 +338,12 @@ def test_a_query_without_ranking_scores_zero_and_is_reported(release, tmp_path):
 def test_all_tasks_of_a_root_with_the_task_average(release):
     write_pickle(release / "wtb" / "test_set.pickle", release_set())
     write_pickle(release / "ranks" / "wtb" / "e5_rank.pickle", {"q1": ["c1", "c2", "c3", "c4"], "q2": ["c4"], "q3": ["c7"]})
-    result, data = evaluate_benchmark(f"birco:{release}", None, cfg(f"eval.run={release / 'ranks'}"))
+    result, data = evaluate_benchmark(f"birco:{release}", None, cfg(f"run={release / 'ranks'}"))
     assert set(result.question_types.values()) == {"relic", "wtb"} and "wtb/q2" in result.per_query["nDCG@10"]
     relic, wtb = (result.metrics["nDCG@10"][g]["value"] for g in ("RELIC", "WTB"))
     assert wtb == 1.0 and data["task_average"]["nDCG@10"] == pytest.approx((relic + wtb) / 2)
     with pytest.raises(DataError, match="one rank pickle holds one task"):
-        evaluate_benchmark(f"birco:{release}", None, cfg(f"eval.run={release / 'ranks' / 'wtb' / 'e5_rank.pickle'}"))
+        evaluate_benchmark(f"birco:{release}", None, cfg(f"run={release / 'ranks' / 'wtb' / 'e5_rank.pickle'}"))
 
 
 def test_tiny_model_ranks_each_pool_and_writes_results(release, tiny_model_dir, tmp_path):
@@ -367,7 +367,7 @@ def test_tiny_model_ranks_each_pool_and_writes_results(release, tiny_model_dir, 
 
 
 def test_needs_a_model_or_a_run(release):
-    with pytest.raises(ValueError, match="needs a model or eval.run"):
+    with pytest.raises(ValueError, match="needs a model or run="):
         evaluate_benchmark(f"birco-relic:{release}", None, cfg())
 
 
@@ -380,7 +380,7 @@ needs_birco = pytest.mark.skipif(not BIRCO_DIR.is_dir(), reason=NO_BIRCO)
 @pytest.mark.parametrize("task", sorted(E5_NDCG10))
 def test_published_e5_rankings_reproduce_the_readme(task):
     result, data = evaluate_benchmark(f"birco-{task}:{BIRCO_DIR}", None,
-                                      cfg(f"eval.run={BIRCO_DIR / 'ranks' / task / 'e5_rank.pickle'}"))
+                                      cfg(f"run={BIRCO_DIR / 'ranks' / task / 'e5_rank.pickle'}"))
     assert round(100 * result.metrics["nDCG@10"]["ALL"]["value"], 2) == E5_NDCG10[task]
     assert result.metrics["nDCG@10"][task.upper()]["n"] == data["questions"] == len(result.run)
     assert data["queries_without_ranking"] == {task: 0}
@@ -394,20 +394,20 @@ def test_real_relic_agrees_with_ir_measures_and_with_its_trec_run(tmp_path):
     from boolcl.evaluate.report import write_trec_run
 
     spec = f"birco-relic:{BIRCO_DIR}"
-    result, _ = evaluate_benchmark(spec, None, cfg(f"eval.run={BIRCO_DIR / 'ranks'}"))
+    result, _ = evaluate_benchmark(spec, None, cfg(f"run={BIRCO_DIR / 'ranks'}"))
     task = load_birco("relic", str(BIRCO_DIR))
     qrels = [ir_measures.Qrel(q, c, g) for q, rel in task.qrels.items() for c, g in rel.items()]
     run = [ir_measures.ScoredDoc(q, d, s) for q, lst in result.run.items() for d, s in lst]
     assert result.metrics["nDCG@10"]["ALL"]["value"] == pytest.approx(
         ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10], abs=1e-12)
     write_trec_run(tmp_path / "e5.trec", result.run, "e5")
-    via_trec, _ = evaluate_benchmark(spec, None, cfg(f"eval.run={tmp_path / 'e5.trec'}"))
+    via_trec, _ = evaluate_benchmark(spec, None, cfg(f"run={tmp_path / 'e5.trec'}"))
     assert round(100 * via_trec.metrics["nDCG@10"]["ALL"]["value"], 2) == 11.25
 
 
 @needs_birco
 def test_real_files_all_tasks_and_dev_sets():
-    result, data = evaluate_benchmark(f"birco:{BIRCO_DIR}", None, cfg(f"eval.run={BIRCO_DIR / 'ranks'}"))
+    result, data = evaluate_benchmark(f"birco:{BIRCO_DIR}", None, cfg(f"run={BIRCO_DIR / 'ranks'}"))
     assert set(data["tasks"]) == set(E5_NDCG10)  # doris-mae has no test set in this copy
     assert {t: round(100 * result.metrics["nDCG@10"][t.upper()]["value"], 2) for t in E5_NDCG10} == E5_NDCG10
     assert data["task_average"]["nDCG@10"] == pytest.approx(sum(E5_NDCG10.values()) / 400, abs=1e-4)

@@ -63,7 +63,7 @@ def test_evaluate_scores_a_ranking_file_and_compare_reads_both(tiny_model_dir, s
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={model_out}"]) == 0
     # the model's own run file, scored without the model, gives the same figures
     run_out = tmp_path / "run"
-    assert main(["evaluate", f"data={small_set}", f"eval.run={model_out / 'run.trec'}", f"out={run_out}"]) == 0
+    assert main(["evaluate", f"data={small_set}", f"run={model_out / 'run.trec'}", f"out={run_out}"]) == 0
     a = json.loads((model_out / "results.json").read_text())
     b = json.loads((run_out / "results.json").read_text())
     assert a["headline"] == b["headline"] and b["model"] == {"run": str(model_out / "run.trec")}
@@ -79,7 +79,7 @@ def test_evaluate_scores_a_ranking_file_and_compare_reads_both(tiny_model_dir, s
 def test_model_and_run_together_is_an_error(tiny_model_dir, small_set, tmp_path, capsys):
     run = tmp_path / "x.trec"
     run.write_text("q-not Q0 d0 1 1.0 x\n")
-    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"eval.run={run}"]) == 2
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"run={run}"]) == 2
     assert "not both" in capsys.readouterr().err
 
 
@@ -90,7 +90,7 @@ def test_compare_puts_birco_next_to_a_boolean_set(tiny_model_dir, small_set, tmp
     if not (birco / "relic" / "test_set.pickle").is_file():
         pytest.skip(f"the real BIRCO files are not at {birco} (they are not shipped with boolcl)")
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={tmp_path / 'bool'}"]) == 0
-    assert main(["evaluate", f"data=birco-relic:{birco}", f"eval.run={birco / 'ranks'}", f"out={tmp_path / 'relic'}"]) == 0
+    assert main(["evaluate", f"data=birco-relic:{birco}", f"run={birco / 'ranks'}", f"out={tmp_path / 'relic'}"]) == 0
     relic = json.loads((tmp_path / "relic" / "results.json").read_text())
     assert round(relic["headline"]["nDCG@10/ALL"], 2) == 11.25  # the published E5 ranking, as the BIRCO README says
     capsys.readouterr()

@@ -114,7 +114,7 @@ def test_without_atomic_queries_negrecall_is_not_available(tmp_path):
     assert qs.negatives == {} and qs.negrecall_note().startswith("NegRecall not available")
     with pytest.warns(UserWarning, match="4 of 5 queries have no ranking"):
         result, data = evaluate_benchmark(f"quest:{tmp_path / 'q'}", None,
-                                          cfg(f"eval.run={write_run(tmp_path, {'0': ['Kea']})}"))
+                                          cfg(f"run={write_run(tmp_path, {'0': ['Kea']})}"))
     assert result.metrics["NegRecall@10"]["NOT"] == {"value": None, "n": 0}
     assert data["negrecall"]["note"].startswith("NegRecall not available")
 
@@ -202,7 +202,7 @@ RUN = {
 
 def test_trec_run_metrics_per_operator(release, tmp_path):
     with pytest.warns(UserWarning, match="quest: 2 of 6 queries have no ranking and score 0"):
-        result, data = evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={write_run(tmp_path, RUN)}"))
+        result, data = evaluate_benchmark(f"quest:{release}", None, cfg(f"run={write_run(tmp_path, RUN)}"))
     pq = result.per_query
     assert pq["MRR@10"] == {"0": 1.0, "1": 0.5, "2": 0.0, "3": 0.0, "4": 0.5, "5": 0.0}
     assert (pq["Recall@10"]["2"], pq["Recall@20"]["2"], pq["Recall@100"]["2"]) == (0.0, 0.25, 0.5)
@@ -221,24 +221,24 @@ def test_quest_predictions_file_scores_like_its_trec_run(release, tmp_path):
              "original_query": None, "metadata": None} for q, docs in RUN.items()]
     dump_jsonl(tmp_path / "predictions.jsonl", rows)
     with pytest.warns(UserWarning, match="no ranking"):
-        via_trec, _ = evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={write_run(tmp_path, RUN)}"))
+        via_trec, _ = evaluate_benchmark(f"quest:{release}", None, cfg(f"run={write_run(tmp_path, RUN)}"))
     with pytest.warns(UserWarning, match="no ranking"):
-        via_pred, _ = evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={tmp_path / 'predictions.jsonl'}"))
+        via_pred, _ = evaluate_benchmark(f"quest:{release}", None, cfg(f"run={tmp_path / 'predictions.jsonl'}"))
     assert via_pred.per_query == via_trec.per_query and via_pred.settings["run"]["format"] == "quest-predictions"
     dump_jsonl(tmp_path / "other.jsonl", [{"query": "a query of another split", "docs": ["Kea"]}])
     with pytest.raises(DataError, match=r"other\.jsonl:1: field 'query': 'a query of another split' is not a query"):
-        evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={tmp_path / 'other.jsonl'}"))
+        evaluate_benchmark(f"quest:{release}", None, cfg(f"run={tmp_path / 'other.jsonl'}"))
 
 
 def test_trec_run_ids_are_checked(release, tmp_path):
     with pytest.raises(DataError, match=r"query '17' is not in quest \(QUEST query ids are the 0-based positions"):
-        evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={write_run(tmp_path, {'17': ['Kea']})}"))
+        evaluate_benchmark(f"quest:{release}", None, cfg(f"run={write_run(tmp_path, {'17': ['Kea']})}"))
     (tmp_path / "titles.trec").write_text("0 Q0 Great_spotted_kiwi 1 2.0 x\n0 Q0 Southern_Cassowary 2 1.0 x\n")
     with pytest.raises(DataError, match=r"document 'Southern_Cassowary' \(query '0'\) is not in the documents file"):
-        evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={tmp_path / 'titles.trec'}"))
+        evaluate_benchmark(f"quest:{release}", None, cfg(f"run={tmp_path / 'titles.trec'}"))
     (tmp_path / "spaces.trec").write_text("0 Q0 Great spotted kiwi 1 1.0 x\n")  # a title, not an id
     with pytest.raises(DataError, match=r"spaces\.trec:1: a TREC run line has 6 columns"):
-        evaluate_benchmark(f"quest:{release}", None, cfg(f"eval.run={tmp_path / 'spaces.trec'}"))
+        evaluate_benchmark(f"quest:{release}", None, cfg(f"run={tmp_path / 'spaces.trec'}"))
 
 
 def test_tiny_model_full_corpus_search(release, tiny_model_dir, tmp_path):

@@ -309,3 +309,10 @@ def test_training_on_the_not_pool_teaches_negation(tmp_path):
     before, after = (r.metrics["NegRecall@10"]["NOT"]["value"] for r in (base, trained))
     assert after < before - 0.03, (before, after)
     assert trained.metrics["MRR@10"]["NOT"]["value"] > base.metrics["MRR@10"]["NOT"]["value"]
+
+
+def test_gradient_checkpointing_and_accumulation_run(tiny_model_dir, pool, tmp_path):
+    out = train(tiny_cfg(tiny_model_dir, pool, tmp_path / "gc", "train.gradient_checkpointing=true",
+                         "train.grad_accum=2", "train.max_steps=2", "train.group_by_length=true"))
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2] and all(math.isfinite(r["loss"]) for r in log)

@@ -5,7 +5,7 @@ Specs (the `data=` value):
 - `quest[:PATH]`, `quest-val[:PATH]`, `quest-train[:PATH]`: QUEST's test (default), val or
   train queries. PATH is a folder of release files (`test.jsonl` ... and `documents.jsonl`)
   or an examples `.jsonl` file; without PATH the queries come from the hub copy
-  `cmalaviya/quest`, which is enough to score a ranking file (`eval.run=`) but not to encode:
+  `cmalaviya/quest`, which is enough to score a ranking file (`run=`) but not to encode:
   the documents are only in QUEST's `documents.zip`. Full-corpus search (as in the QUEST
   paper); MRR@k, nDCG@k, Recall@k/@20/@100 and NegRecall@k per operator
   (simple / and / or / not / and+not).
@@ -17,7 +17,7 @@ Specs (the `data=` value):
   and scored with graded nDCG@10 (+ MRR, Recall) per task; with several tasks the data
   description also holds the paper's average over tasks.
 
-`eval.run=FILE` scores a ranking instead of a model: a TREC run (`qid Q0 docid rank score
+`run=FILE` scores a ranking instead of a model: a TREC run (`qid Q0 docid rank score
 tag`; ties broken by docid, descending, as trec_eval does), a BIRCO rank pickle
 `{qid: [cid, ...]}` best first (or a folder with one `<task>/*.pickle` per task, such as the
 release's `ranks/`), or for QUEST its own predictions JSONL (`query`, `docs` best first).
@@ -118,7 +118,7 @@ def _rank_pickle_in(folder: Path, task: str) -> Path:
             return found[0]
         if len(found) > 1:
             raise DataError(base, None, f"holds several rank files ({', '.join(p.name for p in found)}); "
-                            "give eval.run the one to score")
+                            "give run= the one to score")
     raise DataError(folder, None, f"no rank file for {task} (looked for {folder / task}/*.pickle)")
 
 
@@ -186,7 +186,7 @@ def _birco_file_runs(run_path: Path, tasks: list[birco_data.BircoTask], multi: b
             runs[t.task] = {q: _from_ranking(c) for q, c in birco_data.load_rank_pickle(p).items()}
             files[t.task] = str(p.resolve())
     elif not run_path.is_file():
-        raise DataError(run_path, None, "eval.run: file not found")
+        raise DataError(run_path, None, "run: file not found")
     elif _is_pickle(run_path):
         fmt = "birco-rank-pickle"
         if multi:
@@ -227,7 +227,7 @@ def _evaluate_birco(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[Eva
         tasks = [birco_data.load_birco(t, bs.path, bs.split) for t in names]
     multi = bs.task is None
 
-    run_path = _cfg(cfg, "eval.run")
+    run_path = _cfg(cfg, "run")
     timings: dict = {}
     settings: dict = {"k": k, "protocol": "rank each query's candidate pool (BIRCO); graded nDCG"}
     if run_path:
@@ -235,7 +235,7 @@ def _evaluate_birco(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[Eva
         settings["run"] = run_info
     else:
         if not model_spec:
-            raise ValueError("evaluate_benchmark needs a model or eval.run=FILE")
+            raise ValueError("evaluate_benchmark needs a model or run=FILE")
         model, info = _load_model(model_spec, cfg)
         q_prompt, p_prompt = prompts_for(model, _cfg(cfg, "eval.query_prompt"), _cfg(cfg, "eval.passage_prompt"))
         batch_size = int(_cfg(cfg, "eval.batch_size", 64))
@@ -304,13 +304,13 @@ def quest_values(ranked: dict[str, list[str]], qrels: dict, negatives: dict, k: 
 def _evaluate_quest(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
     k = int(_cfg(cfg, "eval.k", 10))
     depth = max(k, RUN_DEPTH, *QUEST_RECALL_KS)
-    run_path = _cfg(cfg, "eval.run")
+    run_path = _cfg(cfg, "run")
     qset = quest_data.load_quest(bs.path, bs.split, need_corpus=not run_path)
     timings: dict = {}
     if run_path:
         path = Path(run_path)
         if not path.is_file():
-            raise DataError(path, None, "eval.run: file not found")
+            raise DataError(path, None, "run: file not found")
         with path.open("rb") as fh:
             head = fh.read(4096).lstrip()
         if path.suffix in (".jsonl", ".json") or head.startswith(b"{"):
@@ -331,7 +331,7 @@ def _evaluate_quest(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[Eva
         settings = {"k": k, "run": {"path": str(path.resolve()), "format": fmt}}
     else:
         if not model_spec:
-            raise ValueError("evaluate_benchmark needs a model or eval.run=FILE")
+            raise ValueError("evaluate_benchmark needs a model or run=FILE")
         qset = quest_data.subsample(qset, _cfg(cfg, "eval.max_corpus"), int(_cfg(cfg, "seed", 0)))
         model, info = _load_model(model_spec, cfg)
         negatives = qset.negatives
@@ -362,7 +362,7 @@ def _evaluate_quest(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[Eva
 # ----------------------------------------------------------------------------- entry point
 
 def evaluate_benchmark(spec: str, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
-    """Evaluate `model_spec`, or the ranking file `cfg.eval.run` when set, on a QUEST/BIRCO spec.
+    """Evaluate `model_spec`, or the ranking file `cfg.run` when set, on a QUEST/BIRCO spec.
 
     Returns the EvalResult (metrics per group: operator for QUEST, task for BIRCO; values
     are fractions) and a description of the data for results.json. With a model, the

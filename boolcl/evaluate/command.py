@@ -34,12 +34,12 @@ def default_out(model_spec: str | None, cfg: DictConfig, data_name: str) -> Path
         return Path(cfg.out)
     if model_spec and Path(model_spec).is_dir():
         return Path(model_spec) / "eval" / data_name
-    label = Path(cfg.eval.run).stem if cfg.eval.run else Path(str(model_spec)).name
+    label = Path(cfg.run).stem if cfg.run else Path(str(model_spec)).name
     return Path("results") / f"{label}-{data_name}"
 
 
 def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None) -> tuple[EvalResult, dict, Path]:
-    """Evaluate a model, or score the ranking file `eval.run`, on `data=`; write results.json + run.trec.
+    """Evaluate a model, or score the ranking file `run`, on `data=`; write results.json + run.trec.
 
     `data` may be a BoolQuestions-format set (sample, boolquestions-*, a folder) or a
     benchmark (quest..., birco-...); `out` defaults to CHECKPOINT/eval/<data> or
@@ -49,24 +49,24 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
     from .report import read_trec_run
     from .runner import score_run
 
-    if cfg.eval.run and model_spec and model_spec != cfg.model:
-        raise ConfigError("give either a model to evaluate or eval.run=FILE to score, not both")
+    if cfg.run and model_spec and model_spec != cfg.model:
+        raise ConfigError("give either a model to evaluate or run=FILE to score, not both")
     if is_benchmark(cfg.data):
-        result, data = evaluate_benchmark(cfg.data, None if cfg.eval.run else model_spec, cfg)
-        info = result.settings.get("model") or {"run": cfg.eval.run}
+        result, data = evaluate_benchmark(cfg.data, None if cfg.run else model_spec, cfg)
+        info = result.settings.get("model") or {"run": cfg.run}
     else:
         rset = load_retrieval_set(cfg.data)
         sampling = None
         if cfg.eval.max_corpus and cfg.eval.max_corpus < len(rset.corpus):
             rset, sampling = subsample(rset, cfg.eval.max_corpus, cfg.seed)
         data = data_info(rset) | ({"corpus_sample": sampling} if sampling else {})
-        if cfg.eval.run:
-            result, info = score_run(rset, read_trec_run(cfg.eval.run), k=cfg.eval.k), {"run": cfg.eval.run}
+        if cfg.run:
+            result, info = score_run(rset, read_trec_run(cfg.run), k=cfg.eval.k), {"run": cfg.run}
         else:
             # A checkpoint folder knows its similarity; only a hub/packaged base takes it from the config.
             similarity = None if Path(model_spec).is_dir() else cfg.similarity
             result, info = evaluate_spec(model_spec, rset, cfg, similarity=similarity)
     out_dir = Path(out) if out else default_out(model_spec, cfg, data["name"])
-    tag = Path(cfg.eval.run).stem if cfg.eval.run else Path(str(model_spec)).name
+    tag = Path(cfg.run).stem if cfg.run else Path(str(model_spec)).name
     payload = write_results(out_dir, result, model=info, data=data, k=cfg.eval.k, tag=tag)
     return result, payload, out_dir
