@@ -117,11 +117,11 @@ def train(cfg: DictConfig) -> Path:
     else:
         info_nce = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
         loss_fn = lambda q, p, batch: info_nce(q, p, batch["passage_keys"], batch["positive_keys"])  # noqa: E731
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    forward = torch.compile(model, dynamic=True) if t.compile else model  # batches vary in length
     accelerator.register_for_checkpointing(scheduler)
+    forward = torch.compile(model, dynamic=True) if t.compile else model  # batches vary in length
 
     progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
     if resume_from is not None:
@@ -131,13 +131,12 @@ def train(cfg: DictConfig) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
         atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
-    if is_main:
         print(f"training {cfg.name}: {mix['boolean']['examples']} Boolean + {mix['original']['examples']} original "
               f"examples, processes: {accelerator.num_processes}, global batch {t.batch_size}, {total_steps} steps, "
               f"precision {accelerator.mixed_precision} -> {run_dir}" + (f" (resuming {resume_from.name})" if resume_from else ""),
               flush=True)
     log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
-    accelerator.init_trackers(cfg.name, config=checkpoint.flat_config(cfg))
+    accelerator.init_trackers("logs", config=checkpoint.flat_config(cfg))  # TensorBoard: <run>/logs/
 
     # The loop.
     step, seen, tokens, start = progress["step"], 0, 0, time.perf_counter()
