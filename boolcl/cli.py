@@ -55,6 +55,10 @@ def cmd_evaluate(args) -> int:
     cfg = compose(_overrides(args))
     model = None if cfg.run and not args.model else (args.model or cfg.model)
     result, payload, out_dir = run_evaluate(model, cfg, cfg.out)
+    from .distributed import process_state
+
+    if not process_state().is_main_process:  # `accelerate launch boolcl ...`: rank 0 reports
+        return 0
     label = Path(cfg.run).name if cfg.run else Path(model).name
     print_table({label: payload["headline"]}, cfg.eval.k,
                 title=f"{payload['data']['name']}: {payload['data']['questions']} questions, "

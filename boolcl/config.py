@@ -69,6 +69,9 @@ class EvalCfg:
     k: int = 10
     batch_size: int = 64
     max_length: int = 300
+    cache: bool = True  # corpus embeddings on disk, keyed by model, corpus and settings
+    cache_dir: Optional[str] = None  # None: $BOOLCL_CACHE/embeddings or ~/.cache/boolcl/embeddings
+    shard_size: int = 50000  # passages per cache shard: the unit an interrupted encode resumes from
     max_corpus: Optional[int] = None  # keep labelled passages + a seeded random sample of the rest (quick runs)
     query_prompt: Optional[str] = None
     passage_prompt: Optional[str] = None

@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("BOOLCL_CACHE", __import__("tempfile").mkdtemp(prefix="boolcl-test-cache-"))  # not ~/.cache
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,8 @@ import time
 from accelerate import PartialState
 
 from boolcl.config import compose
-from boolcl.train.loop import agree_on_run_dir, cpu_only_distributed
+from boolcl.distributed import cpu_only_distributed
+from boolcl.train.loop import agree_on_run_dir
 
 acc = PartialState(cpu=cpu_only_distributed())
 assert acc.num_processes == 2, acc.distributed_type

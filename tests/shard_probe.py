@@ -6,7 +6,7 @@ import torch
 from accelerate import Accelerator
 
 from boolcl.train.data import EpochShuffle
-from boolcl.train.loop import cpu_only_distributed
+from boolcl.distributed import cpu_only_distributed
 
 
 class Indices(torch.utils.data.Dataset):

@@ -96,3 +96,44 @@ def test_two_local_copies_never_share_a_cache(hub_copy, tmp_path):
     assert [q.question_type for q in first.questions] == ["not", "and"]
     assert [q.question_type for q in second.questions] == ["and", "not"]
     assert second.corpus.ids == ["20", "21", "22", "23"]
+
+
+MSMARCO_README = textwrap.dedent("""\
+    ---
+    configs:
+    - config_name: default
+      data_files:
+      - split: dev
+        path: qrels/dev.jsonl
+    - config_name: corpus
+      data_files:
+      - split: corpus
+        path: corpus.jsonl
+    - config_name: queries
+      data_files:
+      - split: queries
+        path: queries.jsonl
+    ---
+    Local copy of mteb/msmarco for tests.
+    """)
+
+
+def test_original_msmarco_dev_from_a_local_copy(tmp_path, tiny_model_dir):
+    from boolcl.cli import main
+
+    root = tmp_path / "msmarco"
+    root.mkdir()
+    (root / "README.md").write_text(MSMARCO_README)
+    dump_jsonl(root / "qrels" / "dev.jsonl", [{"query-id": "q1", "corpus-id": "p1", "score": 1},
+                                              {"query-id": "q2", "corpus-id": "p3", "score": 1}])
+    dump_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "what is a cello"}, {"_id": "q2", "text": "harp strings"},
+                                        {"_id": "q9", "text": "a train query without dev judgements"}])
+    dump_jsonl(root / "corpus.jsonl", [{"_id": f"p{i}", "title": "", "text": f"passage {i} text"} for i in range(5)])
+    rs = load_retrieval_set(f"msmarco-dev:{root}")
+    assert [(q.qid, q.question_type, [c.passage_id for c in q.positive_ctxs]) for q in rs.questions] == \
+        [("q1", "simple", ["p1"]), ("q2", "simple", ["p3"])]
+    assert len(rs.corpus) == 5
+    out = tmp_path / "eval"
+    assert main(["evaluate", str(tiny_model_dir), f"data=msmarco-dev:{root}", f"out={out}"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["metrics"]["MRR@10"]) == {"ALL", "SIMPLE"} and res["data"]["name"] == "msmarco-dev"

@@ -111,3 +111,12 @@ def test_max_corpus_keeps_labelled_passages_and_says_so(tiny_model_dir, small_se
     res = json.loads((out / "results.json").read_text())
     assert res["data"]["passages"] == 10
     assert res["data"]["corpus_sample"] == {"max_corpus": 10, "seed": 42, "labelled_kept": 6, "others_sampled": 4, "of": 36}
+
+
+def test_table2_script_stops_offline_and_says_why():
+    from conftest import ROOT
+
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "table2.py")], capture_output=True, text=True,
+                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"}, timeout=60)
+    assert res.returncode == 2 and "hub is not reachable (HF_HUB_OFFLINE is set)" in res.stderr
+    assert "nothing was run" in res.stderr

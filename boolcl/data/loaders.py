@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .jsonl import DataError, read_jsonl
-from .schema import CorpusDoc, EvalQuestion, RowError, TrainingExample
+from .schema import Context, CorpusDoc, EvalQuestion, RowError, TrainingExample
 
 HUB_ID = "ustc-zhangzm/BoolQuestions"
+MSMARCO_DEV_HUB = "mteb/msmarco"  # configs default (qrels), corpus, queries; the dev split has 6,980 queries
 BOOLQUESTIONS = {"boolquestions-msmarco": "MSMARCO", "boolquestions-nq": "NaturalQuestions"}
 SAMPLE_DIR = Path(__file__).with_name("sample")
 
@@ -107,6 +108,28 @@ def load_boolquestions(name: str, source: str = HUB_ID) -> RetrievalSet:
     return RetrievalSet(name, questions, Corpus(ids, texts), f"{source}[{config}]")
 
 
+def load_msmarco_dev(source: str = MSMARCO_DEV_HUB) -> RetrievalSet:
+    """The original MS MARCO passage dev set: "does Boolean training cost general retrieval?"
+
+    Questions are typed `simple` (they have no Boolean structure and no explicit negatives).
+    """
+    qrels = load_hf_split(source, "default", "dev")
+    positives: dict[str, list[Context]] = {}
+    for row in qrels:
+        if float(row["score"]) > 0:
+            positives.setdefault(str(row["query-id"]), []).append(Context(str(row["corpus-id"])))
+    queries = load_hf_split(source, "queries", "queries")
+    questions = [EvalQuestion(str(r["_id"]), r["text"], "simple", positives[str(r["_id"])])
+                 for r in queries if str(r["_id"]) in positives]
+    corpus_ds = load_hf_split(source, "corpus", "corpus")
+    titles = corpus_ds["title"] if "title" in corpus_ds.column_names else None
+    texts = corpus_ds["text"]
+    if titles is not None:
+        texts = [f"{t} {d}".strip() if t else d for t, d in zip(titles, texts)]
+    return RetrievalSet("msmarco-dev", questions, Corpus([str(x) for x in corpus_ds["_id"]], list(texts)),
+                        f"{source}[dev]")
+
+
 def load_folder(path: str | os.PathLike, name: str | None = None) -> RetrievalSet:
     """A folder in the project's own layout: `eval.jsonl` + `corpus.jsonl`."""
     path = Path(path)
@@ -154,10 +177,13 @@ def load_retrieval_set(spec: str) -> RetrievalSet:
     name, _, local = spec.partition(":")
     if name in BOOLQUESTIONS:
         return load_boolquestions(name, local or HUB_ID)
+    if name == "msmarco-dev":
+        return load_msmarco_dev(local or MSMARCO_DEV_HUB)
     if Path(spec).is_dir():
         return load_folder(spec)
-    raise DataError(spec, None, "unknown data set; use 'sample', 'boolquestions-msmarco', 'boolquestions-nq' "
-                    "(optionally ':/path/to/local/copy'), or a folder with eval.jsonl and corpus.jsonl")
+    raise DataError(spec, None, "unknown data set; use 'sample', 'boolquestions-msmarco', 'boolquestions-nq', "
+                    "'msmarco-dev' (optionally ':/path/to/local/copy'), quest..., birco-..., or a folder with "
+                    "eval.jsonl and corpus.jsonl")
 
 
 def load_training_pool(spec: str) -> tuple[list[TrainingExample], Corpus | None]:

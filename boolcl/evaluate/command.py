@@ -8,18 +8,24 @@ from omegaconf import DictConfig
 from ..config import ConfigError
 from ..data.loaders import RetrievalSet, load_retrieval_set, subsample
 from ..models import fingerprint, load_model
-from .report import write_results
+from ..distributed import process_state
+from .report import results_dict, write_results
 from .runner import EvalResult, evaluate_model
 
 
 def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *, similarity: str | None = None,
                   show_progress: bool = True) -> tuple[EvalResult, dict]:
     """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
+    from .cache import default_dir
+
     model = load_model(model_spec, similarity=similarity, max_length=cfg.eval.max_length)
+    model_fp = fingerprint(model)
+    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
     result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
                             query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
-                            show_progress=show_progress)
-    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": fingerprint(model),
+                            show_progress=show_progress, cache_dir=cache_dir, model_fp=model_fp,
+                            shard_size=cfg.eval.shard_size)
+    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": model_fp,
             "similarity": model.similarity_fn_name}
     return result, info
 
@@ -68,5 +74,8 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
             result, info = evaluate_spec(model_spec, rset, cfg, similarity=similarity)
     out_dir = Path(out) if out else default_out(model_spec, cfg, data["name"])
     tag = Path(cfg.run).stem if cfg.run else Path(str(model_spec)).name
-    payload = write_results(out_dir, result, model=info, data=data, k=cfg.eval.k, tag=tag)
+    if process_state().is_main_process:  # under `accelerate launch` every process encoded its shards
+        payload = write_results(out_dir, result, model=info, data=data, k=cfg.eval.k, tag=tag)
+    else:
+        payload = results_dict(result, model=info, data=data, k=cfg.eval.k)
     return result, payload, out_dir

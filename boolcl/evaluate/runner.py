@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from ..data.loaders import RetrievalSet
 from . import metrics
-from .encode import encode
+from ..models import fingerprint
+from .cache import SHARD_SIZE, cache_key, corpus_fingerprint, encode_cached
+from .encode import autocast_dtype, encode
 from .search import normalize, search
 
 RUN_DEPTH = 100  # ranked passages kept per query in run files
@@ -32,12 +35,27 @@ def prompts_for(model, query_prompt: str | None, passage_prompt: str | None) -> 
 
 def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 64,
                    query_prompt: str | None = None, passage_prompt: str | None = None,
-                   show_progress: bool = True) -> EvalResult:
+                   show_progress: bool = True, cache_dir: Path | None = None, model_fp: str | None = None,
+                   shard_size: int = SHARD_SIZE) -> EvalResult:
+    """Encode, search, score. With `cache_dir`, corpus embeddings are read from / written to
+    the shard cache under a key of (model fingerprint, corpus, prompt, length, precision)."""
     q_prompt, p_prompt = prompts_for(model, query_prompt, passage_prompt)
     similarity = model.similarity_fn_name or "cosine"
     t0 = time.perf_counter()
-    p_emb = encode(model, rset.corpus.texts, batch_size=batch_size, prompt=p_prompt,
-                   desc=f"passages ({rset.name})", show_progress=show_progress)
+
+    def encode_passages(texts):
+        return encode(model, texts, batch_size=batch_size, prompt=p_prompt, desc=f"passages ({rset.name})",
+                      show_progress=show_progress)
+
+    cache_info = None
+    if cache_dir is not None:
+        settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
+                    "precision": str(autocast_dtype(model.device)), "shard_size": shard_size}
+        key = cache_key(model_fp or fingerprint(model), corpus_fingerprint(rset.corpus.ids, rset.corpus.texts), settings)
+        p_emb, cache_info = encode_cached(encode_passages, rset.corpus.texts, Path(cache_dir) / key,
+                                          shard_size=shard_size, meta={"data": rset.source, **settings})
+    else:
+        p_emb = encode_passages(rset.corpus.texts)
     t1 = time.perf_counter()
     q_emb = encode(model, [q.question for q in rset.questions], batch_size=batch_size, prompt=q_prompt,
                    desc="questions", show_progress=show_progress)
@@ -55,7 +73,7 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
            for i, q in enumerate(rset.questions)}
     settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
                 "query_prompt": q_prompt, "passage_prompt": p_prompt,
-                "max_seq_length": model.max_seq_length}
+                "max_seq_length": model.max_seq_length, "embedding_cache": cache_info}
     timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
                "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
     return score_run(rset, run, k=k, settings=settings, timings=timings)

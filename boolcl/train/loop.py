@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from transformers import get_linear_schedule_with_warmup
 from ..config import ConfigError, to_yaml
 from ..data.jsonl import atomic_write_text
 from ..evaluate.runner import prompts_for
+from ..distributed import cpu_only_distributed
 from ..models import load_model, set_encoder
 from . import checkpoint
 from .data import Collator, EpochShuffle, ItemDataset, build_mix
@@ -39,12 +39,6 @@ def mixed_precision(setting: str) -> str:
     if torch.cuda.is_available():
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     return "no"
-
-
-def cpu_only_distributed() -> bool:
-    """Several processes but no CUDA: Accelerate must be told to use CPU processes over gloo,
-    or each process would silently train alone (`accelerate launch --multi_gpu` on a CPU box)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
 
 
 def agree_on_run_dir(state: PartialState, cfg: DictConfig) -> Path:

@@ -1,0 +1,26 @@
+"""Run under `accelerate launch --multi_gpu --num_processes 2`: encode a corpus into the shard cache.
+
+argv: MODEL_DIR CACHE_DIR. Each rank prints how many shards it encoded and a digest of what it read back.
+"""
+import hashlib
+import sys
+from pathlib import Path
+
+from accelerate import PartialState
+
+from boolcl.evaluate.cache import encode_cached
+from boolcl.evaluate.encode import encode
+from boolcl.models import load_model
+from boolcl.distributed import cpu_only_distributed
+
+state = PartialState(cpu=cpu_only_distributed())
+assert state.num_processes == 2, state.distributed_type
+model = load_model(sys.argv[1])
+texts = [f"passage number {i} about topic {i % 3}" for i in range(10)]
+emb, info = encode_cached(lambda ts: encode(model, ts, show_progress=False), texts, Path(sys.argv[2]), shard_size=3)
+print(f"CACHE rank={state.process_index} encoded={info['encoded_here']} "
+      f"digest={hashlib.md5(emb.round(5).tobytes()).hexdigest()}", flush=True)
+state.wait_for_everyone()
+import torch.distributed as dist  # noqa: E402
+
+dist.destroy_process_group()

@@ -1,0 +1,67 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from boolcl.cli import main
+from boolcl.evaluate.cache import encode_cached
+from boolcl.evaluate.encode import encode
+from boolcl.models import load_model
+from conftest import ROOT
+
+
+def _results(out):
+    return json.loads((out / "results.json").read_text())
+
+
+def test_second_evaluation_reads_the_cache_and_a_lost_shard_is_redone(tiny_model_dir, small_set, tmp_path):
+    args = ["evaluate", str(tiny_model_dir), f"data={small_set}", f"eval.cache_dir={tmp_path / 'emb'}",
+            "eval.shard_size=2"]
+    assert main([*args, f"out={tmp_path / 'a'}"]) == 0
+    first = _results(tmp_path / "a")
+    assert first["settings"]["embedding_cache"]["encoded_here"] == 3  # 6 passages, shards of 2
+    assert main([*args, f"out={tmp_path / 'b'}"]) == 0
+    second = _results(tmp_path / "b")
+    assert second["settings"]["embedding_cache"]["encoded_here"] == 0 and second["headline"] == first["headline"]
+    folder = next((tmp_path / "emb").iterdir())
+    (folder / "shard-00001.npy").unlink()  # as if killed during that shard
+    assert main([*args, f"out={tmp_path / 'c'}"]) == 0
+    assert _results(tmp_path / "c")["settings"]["embedding_cache"]["encoded_here"] == 1
+    assert _results(tmp_path / "c")["headline"] == first["headline"]
+
+
+def test_settings_that_change_embeddings_get_their_own_entry(tiny_model_dir, small_set, tmp_path):
+    base = ["evaluate", str(tiny_model_dir), f"data={small_set}", f"eval.cache_dir={tmp_path / 'emb'}"]
+    assert main([*base, f"out={tmp_path / 'a'}"]) == 0
+    assert main([*base, "eval.max_length=16", f"out={tmp_path / 'b'}"]) == 0
+    assert main([*base, "eval.passage_prompt=passage: ", f"out={tmp_path / 'c'}"]) == 0
+    assert main([*base, "eval.cache=false", f"out={tmp_path / 'd'}"]) == 0
+    assert len(list((tmp_path / "emb").iterdir())) == 3  # max length and prompt change the key
+    assert all(_results(tmp_path / x)["settings"]["embedding_cache"]["encoded_here"] == 1 for x in "abc")
+    assert _results(tmp_path / "d")["settings"]["embedding_cache"] is None
+    assert _results(tmp_path / "d")["headline"] == _results(tmp_path / "a")["headline"]
+
+
+def test_cached_embeddings_equal_fresh_ones(tiny_model_dir, tmp_path):
+    model = load_model(str(tiny_model_dir))
+    texts = [f"text {i}" for i in range(7)]
+    fresh = encode(model, texts, show_progress=False)
+    cached, info = encode_cached(lambda ts: encode(model, ts, show_progress=False), texts, tmp_path / "c", shard_size=3)
+    again, info2 = encode_cached(lambda ts: 1 / 0, texts, tmp_path / "c", shard_size=3)  # never called: all shards exist
+    np.testing.assert_allclose(cached, fresh, atol=1e-6)
+    assert (info["shards"], info["encoded_here"], info2["encoded_here"]) == (3, 3, 0) and (again == cached).all()
+
+
+def test_two_processes_split_the_shards(tiny_model_dir, tmp_path):
+    from test_train import _free_port
+
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+           str(_free_port()), str(ROOT / "tests" / "cache_probe.py"), str(tiny_model_dir), str(tmp_path / "c")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [dict(kv.split("=") for kv in line.split()[1:]) for line in res.stdout.splitlines() if line.startswith("CACHE")]
+    assert sorted(int(x["encoded"]) for x in lines) == [2, 2]  # 4 shards of 3, 2 per process
+    assert len({x["digest"] for x in lines}) == 1  # both read back the same embeddings
+    assert len(list((tmp_path / "c").glob("shard-*.npy"))) == 4
