@@ -40,7 +40,10 @@ def test_evaluate_writes_results_and_a_rescorable_run(tiny_model_dir, small_set,
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={out}", "eval.k=3"]) == 0
     printed = capsys.readouterr().out
     res = json.loads((out / "results.json").read_text())
-    assert res["data"] == {"name": "set", "source": str(small_set), "questions": 3, "passages": 6}
+    data = res["data"]
+    assert {k: data[k] for k in ("name", "source", "questions", "passages")} == \
+        {"name": "set", "source": str(small_set), "questions": 3, "passages": 6}
+    assert len(data["corpus_fingerprint"]) == len(data["questions_fingerprint"]) == 32
     assert res["model"]["origin"] == "folder" and len(res["model"]["fingerprint"]) == 32
     mrr = res["headline"]["MRR@3/ALL"]
     assert f"{mrr:.2f}" in printed

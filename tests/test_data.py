@@ -90,3 +90,12 @@ def test_bundled_sample_meets_its_promises():
     assert train_clusters and not (eval_clusters & train_clusters)
     assert {e.question_type for e in pool} == {"simple", "and", "or", "not"}
     assert corpus is not None and {c.passage_id for e in pool for c in e.positive_ctxs} <= set(corpus.ids)
+
+
+def test_fingerprints_follow_the_data(small_set):
+    a = load_folder(small_set)
+    rows = (small_set / "corpus.jsonl").read_text().replace("Gallstones are hard", "Gallstones are firm")
+    (small_set / "corpus.jsonl").write_text(rows)
+    b = load_folder(small_set)
+    assert a.corpus_fingerprint() != b.corpus_fingerprint() and a.questions_fingerprint() == b.questions_fingerprint()
+    assert load_folder(small_set).corpus_fingerprint() == b.corpus_fingerprint()

@@ -7,6 +7,7 @@ declares the configs), so the offline tests exercise the code users run online.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,21 @@ class RetrievalSet:
     questions: list[EvalQuestion]
     corpus: Corpus
     source: str  # where it was read from, for results.json
+
+    def corpus_fingerprint(self) -> str:
+        """A hash of every passage id and text (computed once): the embedding cache key and results.json."""
+        if getattr(self, "_corpus_fp", None) is None:
+            h = hashlib.blake2b(digest_size=16)
+            for pid, text in zip(self.corpus.ids, self.corpus.texts):
+                h.update(pid.encode() + b"\0" + text.encode() + b"\1")
+            self._corpus_fp = h.hexdigest()
+        return self._corpus_fp
+
+    def questions_fingerprint(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        for q in self.questions:
+            h.update(json.dumps(q.to_dict(), sort_keys=True).encode())
+        return h.hexdigest()
 
 
 def _hub_error(source: str, config: str, err: Exception) -> DataError:

@@ -22,16 +22,6 @@ def default_dir() -> Path:
     return Path(os.environ.get("BOOLCL_CACHE", Path.home() / ".cache" / "boolcl")) / "embeddings"
 
 
-def corpus_fingerprint(ids: list[str], texts: list[str]) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for pid, text in zip(ids, texts):
-        h.update(pid.encode())
-        h.update(b"\0")
-        h.update(text.encode())
-        h.update(b"\1")
-    return h.hexdigest()
-
-
 def cache_key(model_fp: str, corpus_fp: str, settings: dict) -> str:
     payload = json.dumps({"model": model_fp, "corpus": corpus_fp, **settings}, sort_keys=True)
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()

@@ -32,7 +32,8 @@ def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *, simil
 
 def data_info(rset: RetrievalSet) -> dict:
     return {"name": rset.name, "source": rset.source, "questions": len(rset.questions),
-            "passages": len(rset.corpus)}
+            "passages": len(rset.corpus), "corpus_fingerprint": rset.corpus_fingerprint(),
+            "questions_fingerprint": rset.questions_fingerprint()}
 
 
 def default_out(model_spec: str | None, cfg: DictConfig, data_name: str) -> Path:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..data.loaders import RetrievalSet
 from . import metrics
 from ..models import fingerprint
-from .cache import SHARD_SIZE, cache_key, corpus_fingerprint, encode_cached
+from .cache import SHARD_SIZE, cache_key, encode_cached
 from .encode import autocast_dtype, encode
 from .search import normalize, search
 
@@ -51,7 +51,7 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
     if cache_dir is not None:
         settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
                     "precision": str(autocast_dtype(model.device)), "shard_size": shard_size}
-        key = cache_key(model_fp or fingerprint(model), corpus_fingerprint(rset.corpus.ids, rset.corpus.texts), settings)
+        key = cache_key(model_fp or fingerprint(model), rset.corpus_fingerprint(), settings)
         p_emb, cache_info = encode_cached(encode_passages, rset.corpus.texts, Path(cache_dir) / key,
                                           shard_size=shard_size, meta={"data": rset.source, **settings})
     else:
