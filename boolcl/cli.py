@@ -89,11 +89,13 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_pending(issue: int, what: str):
-    def run(args) -> int:
-        print(f"boolcl {what}: not available in this version yet (tracked in issue #{issue}).", file=sys.stderr)
-        return 2
-    return run
+def cmd_decompose(args) -> int:
+    from .baselines.run import run_decompose
+    from .config import compose
+
+    payload = run_decompose(compose(_overrides(args)))
+    console.print(f"written: {', '.join(str(p) for p in payload['paths'].values())}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,8 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
             "to out=DIR. compare.seeds=true averages runs that differ only by seed (mean ± std).")
     p.add_argument("runs", nargs="*", help="run folders, results.json files or models, then key=value overrides")
 
-    p = add("decompose", "decomposed-query Boolean baseline: LLM decomposition + set operations",
-            cmd_pending(6, "decompose"))
+    p = add("decompose", "decomposed-query Boolean baseline: LLM decomposition + set operations", cmd_decompose,
+            "Rewrites each question as a Boolean expression over simple questions (decompose.backend=llm\n"
+            "through the llm endpoint, or offline rules), retrieves each simple question's top 2k, merges\n"
+            "the lists hard (intersection/union/difference, as the paper) and soft (weighted scores,\n"
+            "decompose.soft_lambda), and writes OUT/hard and OUT/soft results.json + run.trec for compare.")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
 
     p = add("config", "print the resolved config for a recipe and overrides", cmd_config)

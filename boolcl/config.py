@@ -17,6 +17,8 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from .baselines.config import DecomposeCfg
+
 
 class ConfigError(ValueError):
     """A config that cannot work; raised before any compute."""
@@ -140,6 +142,7 @@ class BoolclConfig:
     llm: LLMCfg = field(default_factory=LLMCfg)
     generate: GenerateCfg = field(default_factory=GenerateCfg)
     compare: CompareCfg = field(default_factory=CompareCfg)
+    decompose: DecomposeCfg = field(default_factory=DecomposeCfg)
 
 
 ConfigStore.instance().store(name="boolcl_schema", node=BoolclConfig)

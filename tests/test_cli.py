@@ -30,11 +30,6 @@ def test_config_errors_are_reported_not_raised(capsys):
     assert "did you mean train.batch_size" in capsys.readouterr().err
 
 
-def test_pending_subcommands_say_where_they_are_tracked(capsys):
-    assert main(["decompose", "recipe=not"]) == 2
-    assert "issue #6" in capsys.readouterr().err
-
-
 def test_evaluate_writes_results_and_a_rescorable_run(tiny_model_dir, small_set, tmp_path, capsys):
     out = tmp_path / "eval"
     assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={out}", "eval.k=3"]) == 0
@@ -123,3 +118,19 @@ def test_table2_script_stops_offline_and_says_why():
                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"}, timeout=60)
     assert res.returncode == 2 and "hub is not reachable (HF_HUB_OFFLINE is set)" in res.stderr
     assert "nothing was run" in res.stderr
+
+
+def test_decompose_writes_both_variants_and_compare_reads_them(tiny_model_dir, small_set, tmp_path, capsys):
+    out = tmp_path / "dec"
+    assert main(["decompose", f"model={tiny_model_dir}", f"data={small_set}", f"out={out}"]) == 0
+    for variant in ("hard", "soft"):
+        res = json.loads((out / variant / "results.json").read_text())
+        assert res["data"]["name"] == "set" and (out / variant / "run.trec").is_file()
+    report = json.loads((out / "decomposition_report.json").read_text())
+    assert report  # counts of parsed / fallen back questions
+    assert main(["evaluate", str(tiny_model_dir), f"data={small_set}", f"out={tmp_path / 'base'}"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "base"), str(out / "hard"), str(out / "soft"), f"data={small_set}",
+                 f"out={tmp_path / 'cmp'}"]) == 0
+    names = [r["name"] for r in json.loads((tmp_path / "cmp" / "compare.json").read_text())["runs"]]
+    assert len(names) == 3 and len(set(names)) == 3

@@ -48,7 +48,7 @@ def test_unknown_recipe_lists_the_available_ones():
 def test_unknown_key_lists_the_keys_and_suggests():
     with pytest.raises(ConfigError, match=r"train.bach_size.*batch_size.*did you mean train.batch_size"):
         check_overrides(["train.bach_size=3"])
-    with pytest.raises(ConfigError, match=r"sections: compare, eval, generate, llm, train"):
+    with pytest.raises(ConfigError, match=r"sections: compare, decompose, eval, generate, llm, train"):
         check_overrides(["trian.lr=1"])
     with pytest.raises(ConfigError, match=r"keys at the top level: name, model"):
         check_overrides(["modle=x"])

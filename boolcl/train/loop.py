@@ -148,10 +148,10 @@ def train(cfg: DictConfig) -> Path:
             # run draws exactly what the uninterrupted run drew, whatever else used the RNG.
             torch.manual_seed(hash((cfg.seed, epoch, micro, accelerator.process_index)) % 2**63)
             with accelerator.accumulate(model):
+                n = batch["n_queries"]
                 try:
                     q = forward(batch["query_features"])["sentence_embedding"]
                     p = forward(batch["passage_features"])["sentence_embedding"]
-                    n = batch["n_queries"]
                     loss = loss_fn(q, p, batch)
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "

@@ -1,0 +1,159 @@
+"""`boolcl decompose`: the decomposed-query Boolean baseline, end to end.
+
+load model + data -> decompose every question (LLM or offline rules) -> encode the corpus
+(the evaluator's embedding cache, same key as `boolcl evaluate`) and every distinct simple
+question -> top depth_factor*k per simple question -> hard and soft merges -> score both
+with the evaluator's metrics -> OUT/hard/{results.json,run.trec}, OUT/soft/..., and
+OUT/decomposition_report.json + OUT/decompositions.jsonl.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..config import ConfigError
+from ..data.jsonl import atomic_write_text
+from .combine import leaf_questions, merge_hard, ranked, retrieve, soft_score
+from .config import check
+from .decompose import OFFLINE_NAME, DecompositionReport, llm_decompose, offline_decompose
+
+
+def default_out(cfg, data_name: str) -> Path:
+    return Path(cfg.out) if cfg.out else Path("results") / f"decompose-{data_name}"
+
+
+def _decomposer_name(cfg) -> str:
+    return OFFLINE_NAME if str(cfg.decompose.backend) == "offline" else f"llm:{cfg.llm.model}"
+
+
+def _decompose(cfg, rset):
+    pairs = [(q.qid, q.question) for q in rset.questions]
+    if str(cfg.decompose.backend) == "offline":
+        return offline_decompose(pairs), None
+    return llm_decompose(pairs, cfg.llm, cfg.decompose.cache_dir)
+
+
+def _corpus_embeddings(model, rset, cfg, model_fp: str, q_prompt, p_prompt, show_progress: bool):
+    from ..evaluate.cache import cache_key, default_dir, encode_cached
+    from ..evaluate.encode import autocast_dtype, encode
+
+    def encode_passages(texts):
+        return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt,
+                      desc=f"passages ({rset.name})", show_progress=show_progress)
+
+    if not cfg.eval.cache:
+        return encode_passages(rset.corpus.texts), None
+    settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
+                "precision": str(autocast_dtype(model.device)), "shard_size": cfg.eval.shard_size}
+    key = cache_key(model_fp, rset.corpus_fingerprint(), settings)
+    folder = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) / key
+    return encode_cached(encode_passages, rset.corpus.texts, folder, shard_size=cfg.eval.shard_size,
+                         meta={"data": rset.source, **settings})
+
+
+def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, console=None) -> dict:
+    """Run the baseline for `cfg.model` on `cfg.data`; return the paths written and the headline figures.
+
+    `model` / `rset` may be passed already loaded (a caller evaluating several settings
+    on one set); otherwise they are loaded from the config like `boolcl evaluate` does.
+    """
+    from ..data.loaders import load_retrieval_set
+    from ..evaluate.command import data_info
+    from ..evaluate.encode import encode
+    from ..evaluate.report import print_table, write_results
+    from ..evaluate.runner import headline, prompts_for, score_run
+    from ..evaluate.search import normalize
+    from ..models import fingerprint, load_model
+
+    if "decompose" not in cfg:
+        raise ConfigError("the config has no 'decompose' section (boolcl.baselines.config.DecomposeCfg)")
+    dcfg = cfg.decompose
+    check(dcfg)
+    if str(dcfg.backend) == "llm" and str(cfg.llm.backend) == "offline":
+        raise ConfigError("decompose.backend=llm needs an endpoint: set llm.backend=openai (and llm.base_url / "
+                          "llm.model), or use decompose.backend=offline for the rule-based decomposer")
+    t0 = time.perf_counter()
+    k = int(cfg.eval.k)
+    depth = int(dcfg.depth_factor) * k
+    if rset is None:
+        rset = load_retrieval_set(cfg.data)
+    if model is None:
+        similarity = None if Path(str(cfg.model)).is_dir() else cfg.similarity
+        model = load_model(str(cfg.model), similarity=similarity, max_length=cfg.eval.max_length)
+    model_fp = fingerprint(model)
+    sim = model.similarity_fn_name or "cosine"
+    if sim not in ("cosine", "dot"):
+        raise ConfigError(f"similarity {sim!r} is not supported for search (use dot or cosine)")
+
+    # 1. decompose
+    decomps, llm_stats = _decompose(cfg, rset)
+    t_dec = time.perf_counter()
+    report = DecompositionReport(_decomposer_name(cfg), llm=llm_stats)
+    qtype = {q.qid: q.question_type for q in rset.questions}
+    for d in decomps:
+        report.add(d, qtype.get(d.qid))
+
+    # 2. encode: corpus (cached like `evaluate`), original questions, distinct simple questions
+    q_prompt, p_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
+    p_emb, cache_info = _corpus_embeddings(model, rset, cfg, model_fp, q_prompt, p_prompt, show_progress)
+    leaves = leaf_questions([d.expr for d in decomps])
+    originals = [q.question for q in rset.questions]
+    q_emb = encode(model, originals + leaves, batch_size=cfg.eval.batch_size, prompt=q_prompt,
+                   desc="questions", show_progress=show_progress)
+    if sim == "cosine":
+        p_emb, q_emb = normalize(p_emb), normalize(q_emb)
+    t_enc = time.perf_counter()
+
+    # 3. retrieve top depth per question, merge
+    hits = retrieve(q_emb, p_emb, rset.corpus.ids, max(depth, k))
+    orig_hits = dict(zip([q.qid for q in rset.questions], hits[:len(originals)]))
+    leaf_hits = dict(zip(leaves, hits[len(originals):]))
+    base_run, hard_run, soft_run = {}, {}, {}
+    for d in decomps:
+        base_run[d.qid] = ranked(orig_hits[d.qid].scores)
+        hard_run[d.qid] = ranked(merge_hard(d.expr, leaf_hits).scores, depth)
+        soft_run[d.qid] = ranked(soft_score(d.expr, leaf_hits, orig_hits[d.qid], lam=float(dcfg.soft_lambda),
+                                            rule=str(dcfg.soft_rule), anchor=float(dcfg.soft_anchor),
+                                            rrf_k=float(dcfg.rrf_k)).scores, depth)
+    t_merge = time.perf_counter()
+
+    # 4. score and write
+    out = default_out(cfg, rset.name)
+    data = data_info(rset)
+    decomposer = report.decomposer
+    settings = {"similarity": sim, "depth": depth, "depth_factor": int(dcfg.depth_factor),
+                "decomposer": decomposer, "embedding_cache": cache_info, "query_prompt": q_prompt,
+                "passage_prompt": p_prompt, "max_seq_length": model.max_seq_length}
+    timings = {"decompose_s": t_dec - t0, "encode_s": t_enc - t_dec, "merge_s": t_merge - t_enc}
+    base_info = {"spec": str(cfg.model), "origin": getattr(model, "boolcl_origin", None), "fingerprint": model_fp,
+                 "similarity": sim}
+    variants = {
+        "hard": (hard_run, {"merge": "hard: AND intersection+sum, OR union+max, NOT difference-subtract"}),
+        "soft": (soft_run, {"merge": "soft", "soft_rule": str(dcfg.soft_rule),
+                            "soft_lambda": float(dcfg.soft_lambda), "soft_anchor": float(dcfg.soft_anchor),
+                            **({"rrf_k": float(dcfg.rrf_k)} if str(dcfg.soft_rule) == "rank" else {})}),
+    }
+    paths: dict = {"out": out}
+    rows: dict = {"base": headline(score_run(rset, base_run, k=k), k)}
+    figures: dict = {"base": rows["base"]}
+    for name, (run, extra) in variants.items():
+        result = score_run(rset, run, k=k, settings={**settings, **extra}, timings=timings)
+        info = {**base_info, "baseline": "decomposed-query", "variant": name, "decomposer": decomposer,
+                "offline_decomposer": decomposer == OFFLINE_NAME, **extra}
+        tag = f"decompose-{name}"
+        write_results(out / name, result, model=info, data=data, k=k, tag=tag)
+        paths[name] = out / name / "results.json"
+        paths[f"{name}_run"] = out / name / "run.trec"
+        rows[name] = figures[name] = headline(result, k)
+    rep = report.to_dict()
+    rep.update({"model": str(cfg.model), "data": rset.name, "depth": depth})
+    atomic_write_text(out / "decomposition_report.json", json.dumps(rep, indent=2) + "\n")
+    atomic_write_text(out / "decompositions.jsonl",
+                      "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in decomps))
+    paths["report"] = out / "decomposition_report.json"
+    paths["decompositions"] = out / "decompositions.jsonl"
+    label = "offline rules" if decomposer == OFFLINE_NAME else decomposer
+    print_table(rows, k, title=f"Decomposed-query baseline · {cfg.model} · {rset.name} · decomposer: {label}",
+                console=console)
+    return {"paths": paths, "headline": figures, "report": rep}
