@@ -1,8 +1,11 @@
-"""Run under `accelerate launch --num_processes 2`: each rank prints the run folder it was given.
+"""Run under `accelerate launch --num_processes 2`: each rank writes the run folder it was given.
 
-Rank 1 waits past a clock second first, so ranks that named the folder themselves would differ.
+To ARGV1/rank<i>.txt (files, not stdout: two processes' lines can interleave). Rank 1 waits
+past a clock second first, so ranks that named the folder themselves would differ.
 """
+import sys
 import time
+from pathlib import Path
 
 from accelerate import PartialState
 
@@ -14,7 +17,7 @@ acc = PartialState(cpu=cpu_only_distributed())
 assert acc.num_processes == 2, acc.distributed_type
 if acc.process_index == 1:
     time.sleep(1.2)
-print(f"RUN_DIR rank={acc.process_index} {agree_on_run_dir(acc, compose(['recipe=tiny']))}", flush=True)
+(Path(sys.argv[1]) / f"rank{acc.process_index}.txt").write_text(str(agree_on_run_dir(acc, compose(["recipe=tiny"]))))
 
 import torch.distributed as dist  # noqa: E402
 

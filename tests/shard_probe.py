@@ -1,7 +1,10 @@
-"""Run under `accelerate launch --multi_gpu --num_processes 2`: which items each rank trains on.
+"""Run under `accelerate launch --multi_gpu --num_processes 2`: which items each rank trains on (a file per rank).
 
-Prints one line per rank with the item indices its data loader yields in epoch 0.
+Writes ARGV1/rank<i>.txt: the item indices that rank's data loader yields in epoch 0.
 """
+import sys
+from pathlib import Path
+
 import torch
 from accelerate import Accelerator
 
@@ -22,7 +25,7 @@ assert acc.num_processes == 2, acc.distributed_type
 loader = acc.prepare(torch.utils.data.DataLoader(Indices(), batch_size=3, sampler=EpochShuffle(23, 0), drop_last=True))
 loader.set_epoch(0)
 seen = [int(i) for batch in loader for i in batch]
-print(f"ITEMS rank={acc.process_index} {' '.join(map(str, seen))}", flush=True)
+(Path(sys.argv[1]) / f"rank{acc.process_index}.txt").write_text(" ".join(map(str, seen)))
 
 import torch.distributed as dist  # noqa: E402
 

@@ -58,10 +58,11 @@ def test_two_processes_split_the_shards(tiny_model_dir, tmp_path):
 
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-           str(_free_port()), str(ROOT / "tests" / "cache_probe.py"), str(tiny_model_dir), str(tmp_path / "c")]
+           str(_free_port()), str(ROOT / "tests" / "cache_probe.py"), str(tiny_model_dir), str(tmp_path / "c"),
+           str(tmp_path)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    lines = [dict(kv.split("=") for kv in line.split()[1:]) for line in res.stdout.splitlines() if line.startswith("CACHE")]
+    lines = [dict(kv.split("=") for kv in (tmp_path / f"rank{r}.txt").read_text().split()) for r in (0, 1)]
     assert sorted(int(x["encoded"]) for x in lines) == [2, 2]  # 4 shards of 3, 2 per process
     assert len({x["digest"] for x in lines}) == 1  # both read back the same embeddings
     assert len(list((tmp_path / "c").glob("shard-*.npy"))) == 4

@@ -128,10 +128,10 @@ def _launch(args, cwd, timeout=300):
 
 
 def test_all_ranks_agree_on_one_run_folder(tmp_path):
-    res = _launch([str(ROOT / "tests" / "rundir_probe.py")], cwd=tmp_path)
+    res = _launch([str(ROOT / "tests" / "rundir_probe.py"), str(tmp_path)], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    dirs = {line.split()[-1] for line in res.stdout.splitlines() if line.startswith("RUN_DIR")}
-    assert len([x for x in res.stdout.splitlines() if x.startswith("RUN_DIR")]) == 2 and len(dirs) == 1
+    dirs = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
+    assert dirs[0] == dirs[1] and dirs[0].startswith("checkpoints/tiny-")
 
 
 def test_train_py_runs_on_two_processes(tiny_model_dir, pool, tmp_path):
@@ -212,10 +212,10 @@ def test_tensorboard_curves_are_written(tiny_model_dir, pool, tmp_path):
 
 
 def test_two_processes_shard_the_data_without_duplicates(tmp_path):
-    res = _launch([str(ROOT / "tests" / "shard_probe.py")], cwd=tmp_path)
+    res = _launch([str(ROOT / "tests" / "shard_probe.py"), str(tmp_path)], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    per_rank = [line.split()[2:] for line in res.stdout.splitlines() if line.startswith("ITEMS")]
-    assert len(per_rank) == 2 and not set(per_rank[0]) & set(per_rank[1])
+    per_rank = [(tmp_path / f"rank{r}.txt").read_text().split() for r in (0, 1)]
+    assert not set(per_rank[0]) & set(per_rank[1])
     assert len(per_rank[0]) == len(per_rank[1]) == 9  # 23 items, global batch 6: 3 full steps, rest dropped
 
 

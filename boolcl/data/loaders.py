@@ -66,19 +66,25 @@ def _hub_error(source: str, config: str, err: Exception) -> DataError:
     return DataError(source, None, hint)
 
 
-def local_cache_dir(folder: Path) -> str:
-    """A datasets cache folder keyed by the local copy's files (path, size, mtime).
-
-    `datasets` keys its cache for a local repository by folder name and config only, so
-    two different local copies (or an edited one) would silently share stale Arrow files.
-    """
-    h = hashlib.blake2b(str(folder.resolve()).encode(), digest_size=8)
+def files_stamp(folder: Path) -> str:
+    """A cheap identity for a folder's contents: every file's relative name, size and mtime."""
+    h = hashlib.blake2b(digest_size=12)
     for p in sorted(folder.rglob("*")):
         if p.is_file():
             st = p.stat()
             h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def local_cache_dir(folder: Path) -> str:
+    """A datasets cache folder keyed by the local copy's path and files.
+
+    `datasets` keys its cache for a local repository by folder name and config only, so
+    two different local copies (or an edited one) would silently share stale Arrow files.
+    """
+    key = hashlib.blake2b(f"{folder.resolve()}:{files_stamp(folder)}".encode(), digest_size=8).hexdigest()
     base = Path(os.environ.get("BOOLCL_CACHE", Path.home() / ".cache" / "boolcl"))
-    return str(base / "datasets" / h.hexdigest())
+    return str(base / "datasets" / key)
 
 
 def load_hf_split(source: str, config: str, split: str):

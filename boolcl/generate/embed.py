@@ -23,13 +23,9 @@ def model_identity(spec: str) -> dict:
     if r.origin == "hub":
         ident["path"] = r.path
         return ident
-    folder = Path(r.path)
-    h = hashlib.blake2b(digest_size=12)
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns}".encode())
-    ident["files"] = h.hexdigest()
+    from ..data.loaders import files_stamp
+
+    ident["files"] = files_stamp(Path(r.path))
     return ident
 
 
