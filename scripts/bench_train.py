@@ -68,7 +68,7 @@ def boolcl_run(model_dir: Path, pool: Path, args, work: Path, compile_: bool) ->
     cfg = compose(["recipe=tiny", f"model={model_dir}", "similarity=dot", "train.boolean=none",
                    f"train.original={pool}", "train.original_size=null", f"train.batch_size={args.batch}",
                    "train.hard_negatives=1", f"train.max_length={args.max_length}", f"train.max_steps={args.steps}",
-                   f"train.log_every={args.log_every}", "train.report_to=[]", "train.mixed_precision=auto", "train.lr=2e-5",
+                   f"train.log_every={args.log_every}", "train.save_every=0", "train.report_to=[]", "train.mixed_precision=auto", "train.lr=2e-5",
                    f"train.compile={str(compile_).lower()}", f"train.num_workers={args.workers}",
                    f"out={work / ('boolcl-compiled' if compile_ else 'boolcl')}"])
     cuda = torch.cuda.is_available()
