@@ -75,8 +75,7 @@ def cmd_compare(args) -> int:
     cfg = compose([a for a in args.runs if "=" in a])
     if not inputs:
         raise SystemExit("boolcl compare: give run folders, results.json files or models to compare")
-    payload = run_compare(inputs, cfg, cfg.out, seeds=cfg.compare.seeds)
-    console.print(f"written: {', '.join(str(f) for f in payload['files'].values())}")
+    run_compare(inputs, cfg, cfg.out, seeds=cfg.compare.seeds)  # prints the table(s) and the files written
     return 0
 
 
