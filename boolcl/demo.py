@@ -26,7 +26,7 @@ def run_demo(overrides: list[str], console: Console | None = None) -> dict:
                   f"({len(rset.questions)} questions, {len(rset.corpus)} passages)")
 
     console.rule("1/3 evaluate the base model")
-    before, base_info = evaluate_spec(cfg.model, rset, cfg, similarity=cfg.similarity)
+    before, base_info = evaluate_spec(cfg.model, rset, cfg)
 
     console.rule("2/3 train")
     run_dir = train(cfg)

@@ -304,7 +304,7 @@ def test_training_on_the_not_pool_teaches_negation(tmp_path):
     cfg = compose(["recipe=tiny", "train.operators=[not]", "train.original=none", "train.epochs=4",
                    "train.report_to=[]", f"out={tmp_path / 'not'}"])
     rs = load_retrieval_set("sample")
-    base, _ = evaluate_spec(cfg.model, rs, cfg, similarity="cosine", show_progress=False)
+    base, _ = evaluate_spec(cfg.model, rs, cfg, show_progress=False)  # tiny: similarity=cosine
     trained, _ = evaluate_spec(str(train(cfg)), rs, cfg, show_progress=False)
     before, after = (r.metrics["NegRecall@10"]["NOT"]["value"] for r in (base, trained))
     assert after < before - 0.03, (before, after)

@@ -64,7 +64,7 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     from ..evaluate.report import print_table, write_results
     from ..evaluate.runner import headline, prompts_for, score_run
     from ..evaluate.search import normalize
-    from ..models import fingerprint, load_model
+    from ..models import fingerprint
 
     if "decompose" not in cfg:
         raise ConfigError("the config has no 'decompose' section (boolcl.baselines.config.DecomposeCfg)")
@@ -79,9 +79,12 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     if rset is None:
         rset = load_retrieval_set(cfg.data)
     if model is None:
-        similarity = None if Path(str(cfg.model)).is_dir() else cfg.similarity
-        model = load_model(str(cfg.model), similarity=similarity, max_length=cfg.eval.max_length)
-    model_fp = fingerprint(model)
+        from ..evaluate.command import load_eval_model
+
+        model, info = load_eval_model(str(cfg.model), cfg)
+        model_fp = info["fingerprint"]
+    else:
+        model_fp = fingerprint(model)
     sim = model.similarity_fn_name or "cosine"
     if sim not in ("cosine", "dot"):
         raise ConfigError(f"similarity {sim!r} is not supported for search (use dot or cosine)")

@@ -125,13 +125,9 @@ def _rank_pickle_in(folder: Path, task: str) -> Path:
 # ----------------------------------------------------------------------------- model loading
 
 def _load_model(model_spec: str, cfg):
-    from ..models import fingerprint, load_model
+    from .command import load_eval_model
 
-    similarity = None if Path(model_spec).is_dir() else _cfg(cfg, "similarity")
-    model = load_model(model_spec, similarity=similarity, max_length=_cfg(cfg, "eval.max_length"))
-    info = {"spec": model_spec, "origin": getattr(model, "boolcl_origin", None), "fingerprint": fingerprint(model),
-            "similarity": model.similarity_fn_name}
-    return model, info
+    return load_eval_model(model_spec, cfg)
 
 
 def _similarity(model) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ..config import ConfigError
 from ..data.loaders import RetrievalSet, load_retrieval_set, subsample
@@ -13,20 +13,30 @@ from .report import results_dict, write_results
 from .runner import EvalResult, evaluate_model
 
 
-def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *, similarity: str | None = None,
+def load_eval_model(model_spec: str, cfg) -> tuple:
+    """The model to evaluate and its description for results.json.
+
+    A checkpoint folder knows its own similarity; a hub id or the packaged base takes
+    `similarity` from the config. One rule for evaluate, the benchmarks and the baselines.
+    """
+    similarity = None if Path(model_spec).is_dir() else OmegaConf.select(cfg, "similarity")
+    model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"))
+    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": fingerprint(model),
+            "similarity": model.similarity_fn_name}
+    return model, info
+
+
+def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *,
                   show_progress: bool = True) -> tuple[EvalResult, dict]:
     """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
     from .cache import default_dir
 
-    model = load_model(model_spec, similarity=similarity, max_length=cfg.eval.max_length)
-    model_fp = fingerprint(model)
+    model, info = load_eval_model(model_spec, cfg)
     cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
     result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
                             query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
-                            show_progress=show_progress, cache_dir=cache_dir, model_fp=model_fp,
+                            show_progress=show_progress, cache_dir=cache_dir, model_fp=info["fingerprint"],
                             shard_size=cfg.eval.shard_size)
-    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": model_fp,
-            "similarity": model.similarity_fn_name}
     return result, info
 
 
@@ -70,9 +80,7 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
         if cfg.run:
             result, info = score_run(rset, read_trec_run(cfg.run), k=cfg.eval.k), {"run": cfg.run}
         else:
-            # A checkpoint folder knows its similarity; only a hub/packaged base takes it from the config.
-            similarity = None if Path(model_spec).is_dir() else cfg.similarity
-            result, info = evaluate_spec(model_spec, rset, cfg, similarity=similarity)
+            result, info = evaluate_spec(model_spec, rset, cfg)
     out_dir = Path(out) if out else default_out(model_spec, cfg, data["name"])
     tag = Path(cfg.run).stem if cfg.run else Path(str(model_spec)).name
     if process_state().is_main_process:  # under `accelerate launch` every process encoded its shards
