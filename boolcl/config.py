@@ -34,6 +34,28 @@ class LoraCfg:
 
 
 @dataclass
+class ExclusionCfg:
+    """NOT-aware: an explicit negative must score below each of its query's positives by `margin`."""
+    weight: float = 0.0  # 0: off
+    margin: float = 0.2  # in similarity units (cosine or dot), before `train.scale`
+    operators: list[str] = field(default_factory=lambda: ["not"])  # whose explicit negatives count
+
+
+@dataclass
+class PairsCfg:
+    """NOT-aware: each NOT question's plain (disjunctive) question joins the batch with the
+    excluded passage as its positive, so only the exclusion tells the two queries apart."""
+    weight: float = 0.0  # 0: off
+
+
+@dataclass
+class RetentionCfg:
+    """Keep general retrieval: match the frozen starting model's in-batch score distribution
+    (KL at the training scale) on the original data's queries."""
+    weight: float = 0.0  # 0: off
+
+
+@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -57,12 +79,16 @@ class TrainCfg:
     gradient_checkpointing: bool = False
     lora: LoraCfg = field(default_factory=LoraCfg)  # train low-rank adapters only; saved merged
     group_by_length: bool = False  # batches of similar length (less padding), in random order
+    group_by_cluster: bool = False  # NOT-aware: questions over the same passages share a batch (not with group_by_length)
     compile: bool = False  # torch.compile the encoder (GPU; dynamic shapes)
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
     keep_last: int = 2
     resume: Any = False  # false | true (latest checkpoint in out=) | path to a checkpoint-N folder
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # accelerate trackers; [] for none
+    exclusion: ExclusionCfg = field(default_factory=ExclusionCfg)  # NOT-aware additions (recipe=not_plus)
+    pairs: PairsCfg = field(default_factory=PairsCfg)
+    retention: RetentionCfg = field(default_factory=RetentionCfg)
     num_workers: int = 0
 
 
@@ -232,6 +258,15 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
     if t.hard_negatives < 0:
         raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
+    for key in ("exclusion", "pairs", "retention"):
+        if t[key].weight < 0:
+            raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
+    if set(t.exclusion.operators) - OPERATORS:
+        raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
+    if t.group_by_length and t.group_by_cluster:
+        raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
+    if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight):
+        raise ConfigError("train.exclusion / train.pairs / train.retention work with train.loss=infonce only")
     if t.lr <= 0:
         raise ConfigError(f"train.lr must be > 0, got {t.lr}")
     if not 0 <= t.warmup_ratio < 1:

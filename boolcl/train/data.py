@@ -2,7 +2,8 @@
 
 One training item = (query, one positive, n negatives) with passage ids kept, so the
 loss can mask a passage that is a labelled positive of another query in the batch.
-Labelled negatives (for NOT: the excluded passage) come before mined ones.
+Labelled negatives (for NOT: the excluded passage) are always chosen before mined ones.
+A NOT item also carries its plain (disjunctive) question, for the query-pair loss.
 """
 from __future__ import annotations
 
@@ -30,6 +31,26 @@ class Item:
     question_type: str
     positive_scores: list[float | None] | None = None  # teacher scores, for MarginMSE
     negative_scores: list[float | None] | None = None
+    n_explicit: int = 0  # the first n_explicit negatives are labelled (negative_ctxs), the rest mined
+    partner: str | None = None  # NOT: the question without its exclusion (provenance)
+    original: bool = False  # from the original training data, not the Boolean set
+    group: str | None = None  # the passage group (cluster) the question was written over
+
+
+def passage_group(ex: TrainingExample) -> str | None:
+    """`cluster` in the sample, `group` from `boolcl generate`."""
+    prov = ex.provenance or {}
+    group = prov.get("cluster") or prov.get("group")
+    return str(group) if group is not None else None
+
+
+def partner_question(ex: TrainingExample) -> str | None:
+    """The NOT question's plain form: `disjunctive` in the sample, `broad_question` from `boolcl generate`."""
+    if ex.question_type != "not":
+        return None
+    prov = ex.provenance or {}
+    text = prov.get("disjunctive") or prov.get("broad_question")
+    return text if isinstance(text, str) and text.strip() else None
 
 
 def _text_id(text: str) -> str:
@@ -52,10 +73,13 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
     items = []
     for ex in examples:
         negs = ex.all_negatives
+        labelled = {c.passage_id for c in ex.negative_ctxs}
         items.append(Item(ex.question, [c.passage_id for c in ex.positive_ctxs],
                           _texts(ex.positive_ctxs, lookup, where),
                           [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
-                          [c.score for c in ex.positive_ctxs], [c.score for c in negs]))
+                          [c.score for c in ex.positive_ctxs], [c.score for c in negs],
+                          n_explicit=sum(c.passage_id in labelled for c in negs), partner=partner_question(ex),
+                          group=passage_group(ex)))
     return items
 
 
@@ -67,7 +91,7 @@ def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
     if limit is not None and limit < len(ds):
         ds = ds.shuffle(seed=seed).select(range(limit))
     return [Item(r["query"], [_text_id(r["positive"])], [r["positive"]], [_text_id(r["negative"])],
-                 [r["negative"]], "simple") for r in ds]
+                 [r["negative"]], "simple", original=True) for r in ds]
 
 
 def build_mix(cfg) -> tuple[list[Item], dict]:
@@ -92,6 +116,8 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     else:
         pool, pool_corpus = load_training_pool(t.original)
         original = to_items(pool, pool_corpus, t.original)
+    for it in original:
+        it.original = True
     rng.shuffle(original)
     if t.original_size is not None:
         original = original[: t.original_size]
@@ -113,13 +139,20 @@ class EpochShuffle(torch.utils.data.Sampler):
 
     With `lengths`, items are sorted by length within windows of 50 batches and the full
     batches are then shuffled: batches of similar length pad less, and their order stays random.
+
+    With `groups` (one key or None per item), the items of a group follow each other in a
+    random order and the groups come in a random order, so questions over the same passages
+    share a batch; items without a group are groups of one.
     """
 
     WINDOW = 50
 
-    def __init__(self, n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1):
+    def __init__(self, n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1,
+                 groups: Sequence[str | None] | None = None):
+        if lengths is not None and groups is not None:
+            raise ValueError("group by length or by passage group, not both")
         self.n, self.seed, self.epoch = n, seed, 0
-        self.lengths, self.batch_size = lengths, batch_size
+        self.lengths, self.batch_size, self.groups = lengths, batch_size, groups
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -130,6 +163,13 @@ class EpochShuffle(torch.utils.data.Sampler):
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         perm = torch.randperm(self.n, generator=g).tolist()
+        if self.groups is not None:
+            members: dict = {}
+            for i in perm:
+                members.setdefault(self.groups[i] if self.groups[i] is not None else ("item", i), []).append(i)
+            keys = list(members)
+            order = torch.randperm(len(keys), generator=g).tolist()
+            return iter([i for k in order for i in members[keys[k]]])
         if self.lengths is None:
             return iter(perm)
         bs = self.batch_size
@@ -157,18 +197,25 @@ class ItemDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict:
         it = self.items[i]
         p = (self.epoch + i) % len(it.positives)
-        negs = []
+        negs, explicit = [], 0
         if it.negatives and self.n_negatives:
-            start = (self.epoch * self.n_negatives) % len(it.negatives)
-            order = it.negatives[start:] + it.negatives[:start]
-            ids = it.negative_ids[start:] + it.negative_ids[:start]
-            negs = list(zip(ids, order))[: self.n_negatives]
-            if it.negative_scores is not None:
-                scores = it.negative_scores[start:] + it.negative_scores[:start]
-                negs = [(pid, text, score) for (pid, text), score in zip(negs, scores)]
+            scores = it.negative_scores if it.negative_scores is not None else [None] * len(it.negatives)
+            slots = list(zip(it.negative_ids, it.negatives, scores))
+            k, n = it.n_explicit, self.n_negatives
+            explicit = min(k, n)
+            # labelled negatives first, then mined ones; each epoch moves on to the next ones of each
+            negs = (_rotate(slots[:k], self.epoch * explicit) + _rotate(slots[k:], self.epoch * (n - explicit)))[:n]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
-                "positive_ids": it.positive_ids, "negatives": negs,
+                "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
+                "question_type": it.question_type, "partner": it.partner, "original": it.original,
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
+
+
+def _rotate(xs: list, shift: int) -> list:
+    if not xs:
+        return xs
+    shift %= len(xs)
+    return xs[shift:] + xs[:shift]
 
 
 PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
@@ -189,23 +236,32 @@ class Collator:
     gets empty placeholders the loss ignores), so batches have a fixed shape. Passage ids travel as integer keys: `passage_keys[j]` for passage j and
     `positive_keys[i]` (padded with -1) for all labelled positives of query i, from which
     the loss masks false negatives, also across processes.
+
+    With `pairs=True`, each NOT item's plain question is appended after the B queries (one
+    forward for all) with the item's first labelled negative, the excluded passage, as its
+    target: `pair_rows[k]` is the item, `pair_targets[k]` the passage index.
     """
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
-                 query_prompt: str | None = None, passage_prompt: str | None = None):
+                 query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
+                 exclusion_operators: Sequence[str] = ("not",)):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
+        self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
 
     def _tokenize(self, texts: list[str]) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                                    return_tensors="pt"))
 
     def __call__(self, batch: list[dict]) -> dict:
+        b_n, n = len(batch), self.n_negatives
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
         margins = []  # teacher's score(positive) - score(negative), when the data has scores
+        labelled = torch.zeros((b_n, n), dtype=torch.bool)  # slot j of item i holds a labelled negative
         for i, b in enumerate(batch):
             negs = b["negatives"] or []
-            for j in range(self.n_negatives):
+            labelled[i, : min(b.get("n_explicit", 0), n)] = True
+            for j in range(n):
                 # no negative at all: an empty placeholder that the loss leaves out of every softmax
                 neg = negs[j % len(negs)] if negs else (None, "", None)
                 ids.append(neg[0])
@@ -213,15 +269,32 @@ class Collator:
                 pos_score, neg_score = b.get("positive_score"), (neg[2] if len(neg) > 2 else None)
                 margins.append(None if pos_score is None or neg_score is None else pos_score - neg_score)
         width = max(len(b["positive_ids"]) for b in batch)
-        positive_keys = torch.full((len(batch), width), -1, dtype=torch.long)
+        positive_keys = torch.full((b_n, width), -1, dtype=torch.long)
         for i, b in enumerate(batch):
             positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
-        queries = self._tokenize([self.query_prompt + b["query"] for b in batch])
+        pair_rows = [i for i, b in enumerate(batch)
+                     if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
+        queries = self._tokenize([self.query_prompt + b["query"] for b in batch]
+                                 + [self.query_prompt + batch[i]["partner"] for i in pair_rows])
         passages = self._tokenize([self.passage_prompt + p for p in passages])
-        return {"query_features": queries, "passage_features": passages, "n_queries": len(batch),
-                "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
-                "passage_keys": torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids],
-                                             dtype=torch.long),
-                "positive_keys": positive_keys,
-                "teacher_margins": (torch.tensor(margins, dtype=torch.float).view(len(batch), self.n_negatives)
-                                    if margins and None not in margins else None)}
+        out = {"query_features": queries, "passage_features": passages, "n_queries": b_n,
+               "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
+               "passage_keys": torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids],
+                                            dtype=torch.long),
+               "positive_keys": positive_keys,
+               # the exclusion margin's negatives: labelled ones of items of the chosen operators
+               "excluded": labelled & torch.tensor([b.get("question_type") in self.exclusion_operators
+                                                    for b in batch], dtype=torch.bool)[:, None],
+               "is_original": torch.tensor([bool(b.get("original")) for b in batch], dtype=torch.bool),
+               "teacher_margins": (torch.tensor(margins, dtype=torch.float).view(b_n, n)
+                                   if margins and None not in margins else None)}
+        if self.pairs:
+            # the plain question's positives: the NOT question's positives and the excluded passage
+            keys = torch.full((len(pair_rows), width + 1), -1, dtype=torch.long)
+            for k, i in enumerate(pair_rows):
+                keys[k, :width] = positive_keys[i]
+                keys[k, width] = passage_key(batch[i]["negatives"][0][0])
+            out |= {"pair_rows": torch.tensor(pair_rows, dtype=torch.long),
+                    "pair_targets": torch.tensor([b_n + i * n for i in pair_rows], dtype=torch.long),
+                    "pair_positive_keys": keys}
+        return out

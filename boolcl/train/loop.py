@@ -26,7 +26,7 @@ from ..distributed import cpu_only_distributed
 from ..models import load_model, set_encoder
 from . import checkpoint
 from .data import Collator, EpochShuffle, ItemDataset, build_mix
-from .losses import InfoNCE, MarginMSE
+from .objective import Objective
 
 
 class TrainingError(RuntimeError):
@@ -34,6 +34,8 @@ class TrainingError(RuntimeError):
 
 
 def mixed_precision(setting: str) -> str:
+    """`auto`: bf16 on GPUs that have it, else fp16; fp32 on CPU (exact, and what the tests pin).
+    On CPUs with AMX units `train.mixed_precision=bf16` is much faster (README: benchmarks)."""
     if setting != "auto":
         return setting
     if torch.cuda.is_available():
@@ -89,8 +91,10 @@ def train(cfg: DictConfig) -> Path:
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     dataset = ItemDataset(items, t.hard_negatives)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
-    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch)
-    collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt)
+    groups = [it.group for it in items] if t.group_by_cluster else None
+    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
+    collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
+                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
@@ -105,12 +109,8 @@ def train(cfg: DictConfig) -> Path:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t.lr, weight_decay=t.weight_decay,
                                   fused=accelerator.device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
-    if t.loss == "margin_mse":
-        margin_mse = MarginMSE(similarity)
-        loss_fn = lambda q, p, batch: margin_mse(q, p, batch["teacher_margins"])  # noqa: E731
-    else:
-        info_nce = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
-        loss_fn = lambda q, p, batch: info_nce(q, p, batch["passage_keys"], batch["positive_keys"])  # noqa: E731
+    # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
+    objective = Objective(t, similarity, model, autocast=accelerator.autocast).to(accelerator.device)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
@@ -152,7 +152,7 @@ def train(cfg: DictConfig) -> Path:
                 try:
                     q = forward(batch["query_features"])["sentence_embedding"]
                     p = forward(batch["passage_features"])["sentence_embedding"]
-                    loss = loss_fn(q, p, batch)
+                    loss, parts = objective(q, p, batch)
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
                                             f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
@@ -182,6 +182,8 @@ def train(cfg: DictConfig) -> Path:
                 record = {"step": step, "epoch": epoch, "loss": accelerator.reduce(loss.detach(), "mean").item(),
                           "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
                           "triples_per_s": seen / elapsed, "elapsed_s": elapsed, "tokens": tokens}
+                if len(parts) > 1:  # each term of the objective on its own (this process's last batch)
+                    record |= {f"loss_{k}": v.item() for k, v in parts.items()}
                 log.write(record)
                 accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
                 bar.set_postfix(loss=f"{record['loss']:.4f}")

@@ -60,14 +60,17 @@ class InfoNCE(torch.nn.Module):
         self.scale = default_scale(similarity) if scale is None else scale
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, passage_keys: torch.Tensor | None = None,
-                positive_keys: torch.Tensor | None = None) -> torch.Tensor:
-        """q: (B, d) queries; p: (P, d) passages, rows 0..B-1 being the queries' targets."""
+                positive_keys: torch.Tensor | None = None, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """q: (B, d) queries; p: (P, d) passages, rows 0..B-1 being the queries' targets
+        unless `targets` (indices into this process's passages) says otherwise."""
         offset = 0
         if self.gather:
             p, offset = gather_with_grad(p)
             if passage_keys is not None:
                 passage_keys = gather_keys(passage_keys)
-        targets = torch.arange(q.shape[0], device=q.device) + offset
+        if targets is None:
+            targets = torch.arange(q.shape[0], device=q.device)
+        targets = targets + offset
         logits = self.scale * similarity(q, p, self.kind).float()
         if passage_keys is not None and positive_keys is not None:
             logits = logits.masked_fill(false_negative_mask(positive_keys, passage_keys, targets), float("-inf"))

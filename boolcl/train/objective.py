@@ -1,0 +1,65 @@
+"""The training objective: the contrastive loss plus the recipe's NOT-aware terms, weighted.
+
+    loss = InfoNCE (or MarginMSE)
+         + exclusion.weight · ExclusionMargin     (NOT: excluded passage below every positive)
+         + pairs.weight     · InfoNCE on the plain questions (they retrieve the excluded passage)
+         + retention.weight · KL to the frozen starting model (original data's queries)
+
+Each term is reported on its own in the training log, so a run shows what each one did.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import torch
+
+from .losses import InfoNCE, MarginMSE
+from .not_aware import ExclusionMargin, QueryContrast, Retention
+
+
+class Objective:
+    def __init__(self, t, similarity: str, model=None, autocast=contextlib.nullcontext):
+        """`t` is the train config; `model` (before prepare) is copied and frozen as the retention teacher."""
+        self.t, self.autocast = t, autocast
+        if t.loss == "margin_mse":
+            self.margin_mse = MarginMSE(similarity)
+        self.info_nce = InfoNCE(similarity, t.scale, gather=t.gather_negatives)
+        self.pair_nce = InfoNCE(similarity, t.scale, gather=False)  # pair targets live on this process
+        self.pair_contrast = QueryContrast(similarity, self.info_nce.scale)
+        self.exclusion = ExclusionMargin(similarity, t.exclusion.margin) if t.exclusion.weight else None
+        self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
+        self.teacher = None
+        if self.retention is not None:
+            self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def to(self, device) -> "Objective":
+        if self.teacher is not None:
+            self.teacher.to(device)
+        return self
+
+    def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """q: all query embeddings (the B batch queries, then the plain questions of the pairs)."""
+        t, b = self.t, batch["n_queries"]
+        q_main = q[:b]
+        if t.loss == "margin_mse":
+            parts = {"contrastive": self.margin_mse(q_main, p, batch["teacher_margins"])}
+        else:
+            parts = {"contrastive": self.info_nce(q_main, p, batch["passage_keys"], batch["positive_keys"])}
+        if self.exclusion is not None:
+            parts["exclusion"] = t.exclusion.weight * self.exclusion(
+                q_main, p, batch["passage_keys"], batch["positive_keys"], batch["excluded"])
+        if t.pairs.weight and len(batch["pair_rows"]):
+            plain = q[b:]
+            parts["pairs"] = t.pairs.weight * (
+                self.pair_nce(plain, p, batch["passage_keys"], batch["pair_positive_keys"], targets=batch["pair_targets"])
+                + self.pair_contrast(q_main[batch["pair_rows"]], plain, p[batch["pair_targets"]]))
+        if self.retention is not None:
+            rows = batch["is_original"]
+            if bool(rows.any()):
+                with torch.no_grad(), self.autocast():
+                    teacher_q = self.teacher(batch["query_features"])["sentence_embedding"][:b]
+                    teacher_p = self.teacher(batch["passage_features"])["sentence_embedding"]
+                parts["retention"] = t.retention.weight * self.retention(
+                    q_main, p, teacher_q, teacher_p, rows, batch["passage_keys"], batch["positive_keys"])
+        return sum(parts.values()), parts

@@ -1,0 +1,85 @@
+"""Ablation of the NOT-aware recipe: base → paper-style NOT training → each addition → not_plus.
+
+    python scripts/ablation.py [--seeds 1 2 3] [--out results/ablation] [--only NAME ...] [key=value ...]
+
+Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's
+training clusters) with some of its additions switched off, trained once per seed and
+evaluated on the sample's held-out clusters; then `boolcl compare` (seeds averaged:
+mean ± std, paired p-values against the base model) writes compare.{json,md,png} to
+OUT/compare. All variants share the schedule, so only the switches differ. A finished
+run is kept (OUT/runs/<variant>-s<seed>/results.json) and skipped on a rerun, so a killed
+ablation resumes where it stopped. Extra key=value overrides apply to every run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+SWITCHES = {  # each addition of not_plus_tiny and how to switch it off
+    "exclusion": "train.exclusion.weight=0",
+    "pairs": "train.pairs.weight=0",
+    "retention": "train.retention.weight=0",
+    "cluster-batches": "train.group_by_cluster=false",
+}
+# name -> overrides on top of recipe=not_plus_tiny (None: the untrained base model)
+VARIANTS = {"base": None, "paper-not": list(SWITCHES.values())}
+VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
+VARIANTS["not_plus"] = []
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--out", default="results/ablation")
+    ap.add_argument("--only", nargs="+", choices=list(VARIANTS)[1:],
+                    help="train only these variants (the base is always evaluated; compare reads every finished run)")
+    ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from rich.console import Console
+
+    from boolcl.config import compose
+    from boolcl.data.loaders import load_retrieval_set
+    from boolcl.evaluate.command import data_info, evaluate_spec
+    from boolcl.evaluate.compare import run_compare
+    from boolcl.evaluate.report import write_results
+    from boolcl.train.loop import train
+
+    console = Console()
+    out = Path(args.out)
+    base_cfg = compose(["recipe=not_plus_tiny", *args.overrides])
+    rset = load_retrieval_set(base_cfg.data)
+    folders = []
+    # seed by seed, so that a partial ablation already covers every variant
+    plan = [(name, seed) for seed in args.seeds for name in VARIANTS if VARIANTS[name] is not None]
+    for name, seed in [(n, None) for n in VARIANTS if VARIANTS[n] is None] + plan:
+        overrides = VARIANTS[name]
+        folder = out / "runs" / (name if seed is None else f"{name}-s{seed}")
+        if (folder / "results.json").is_file() or (args.only and overrides is not None and name not in args.only):
+            folders += [str(folder)] if (folder / "results.json").is_file() else []
+            continue
+        started = time.perf_counter()
+        if overrides is None:
+            cfg, spec = base_cfg, base_cfg.model
+        else:
+            cfg = compose(["recipe=not_plus_tiny", *overrides, *args.overrides, f"seed={seed}",
+                           f"out={folder}", "train.save_every=0", "train.report_to=[]"])
+            spec = str(train(cfg))
+        console.rule(f"evaluate {folder.name}")
+        result, info = evaluate_spec(spec, rset, cfg, show_progress=False)
+        info["seed"] = seed
+        info["overrides"] = overrides
+        write_results(folder, result, model=info, data=data_info(rset), k=cfg.eval.k, tag=folder.name)
+        folders.append(str(folder))
+        console.print(f"{folder.name}: {time.perf_counter() - started:.0f} s")
+    payload = run_compare(folders, base_cfg, str(out / "compare"), seeds=True)
+    console.print(f"table: {payload['files']['md']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

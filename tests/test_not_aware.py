@@ -1,0 +1,207 @@
+"""The NOT-aware additions (recipe=not_plus): losses against hand computation, collation, batching, runs."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from boolcl.config import ConfigError, compose
+from boolcl.train.data import Collator, EpochShuffle, Item, ItemDataset, passage_key
+from boolcl.train.loop import train
+from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
+from conftest import ROOT, dump_jsonl
+
+
+@pytest.fixture
+def not_pool(tmp_path, small_set):
+    """NOT questions with their plain (disjunctive) form, two clusters, plus simple questions."""
+    def ctx(*ids):
+        return [{"passage_id": i} for i in ids]
+
+    stomach, strings = {"cluster": "stomach", "disjunctive": "What causes upper abdominal pain?"}, \
+        {"cluster": "strings", "disjunctive": "Which string instruments are there?"}
+    rows = [
+        {"qid": "n1", "question": "What causes upper abdominal pain but not in the liver?", "question_type": "not",
+         "positive_ctxs": ctx("d0", "d2"), "negative_ctxs": ctx("d1"), "provenance": stomach},
+        {"qid": "n2", "question": "What causes upper abdominal pain apart from gallstones?", "question_type": "not",
+         "positive_ctxs": ctx("d1", "d2"), "negative_ctxs": ctx("d0"), "provenance": stomach},
+        {"qid": "n3", "question": "Which string instruments are not plucked?", "question_type": "not",
+         "positive_ctxs": ctx("d3", "d4"), "negative_ctxs": ctx("d5"), "provenance": strings},
+        {"qid": "n4", "question": "Which string instruments are not played seated?", "question_type": "not",
+         "positive_ctxs": ctx("d3", "d5"), "negative_ctxs": ctx("d4"), "provenance": strings},
+        {"qid": "s1", "question": "What is a cello?", "question_type": "simple", "positive_ctxs": ctx("d4"),
+         "hard_negative_ctxs": ctx("d3")},
+        {"qid": "s2", "question": "What are gallstones?", "question_type": "simple", "positive_ctxs": ctx("d0"),
+         "hard_negative_ctxs": ctx("d2")},
+    ]
+    dump_jsonl(tmp_path / "pool" / "train.jsonl", rows)
+    (tmp_path / "pool" / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
+    return tmp_path / "pool" / "train.jsonl"
+
+
+def plus_cfg(model_dir, pool, out, *extra):
+    return compose(["recipe=not_plus_tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
+                    "train.original_size=null", "train.batch_size=2", "train.epochs=2", "train.log_every=1",
+                    "train.max_length=32", "train.report_to=[]", f"out={out}", *extra])
+
+
+# ---------------------------------------------------------------- losses, by hand
+
+def test_exclusion_margin_matches_hand_computation_and_vanishes_when_met():
+    # 2 queries, 1 negative each; passages [pos0, pos1, neg0, neg1]; query 0's neg is excluded, query 1's is not
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    p = torch.tensor([[0.5, 0.0], [0.0, 1.0], [0.9, 0.0], [0.0, 3.0]])
+    keys = torch.tensor([10, 11, 12, 13])
+    positive_keys = torch.tensor([[10, 11], [11, -1]])  # pos1 is also a labelled positive of query 0
+    excluded = torch.tensor([[True], [False]])
+    loss = ExclusionMargin("dot", margin=0.2)(q, p, keys, positive_keys, excluded)
+    # query 0: s(pos0)=0.5, s(pos1)=0, s(neg0)=0.9 -> relu(0.2-(0.5-0.9)) = 0.6, relu(0.2-(0-0.9)) = 1.1
+    assert loss.item() == pytest.approx((0.6 + 1.1) / 2)
+    loss.backward()
+    assert q.grad[1].abs().sum() == 0  # query 1 has no excluded passage
+    assert (q.grad[0] @ torch.tensor([0.9, 0.0])).item() > 0  # descending lowers s(q0, neg0)
+    far = torch.tensor([[5.0, 0.0], [0.0, 5.0], [-1.0, 0.0], [0.0, 3.0]])
+    assert ExclusionMargin("dot", margin=0.2)(q, far, keys, positive_keys, excluded).item() == 0.0
+    assert ExclusionMargin("dot")(q, p, keys, positive_keys, torch.zeros(2, 1, dtype=torch.bool)).item() == 0.0
+
+
+def test_query_contrast_is_the_logistic_loss_of_the_score_gap():
+    torch.manual_seed(0)
+    q_not, q_plain, e = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    expected = F.softplus(-2.0 * ((q_plain * e).sum(-1) - (q_not * e).sum(-1))).mean()
+    assert QueryContrast("dot", 2.0)(q_not, q_plain, e).item() == pytest.approx(expected.item(), rel=1e-6)
+    cos = QueryContrast("cosine", 20.0)
+    assert cos(q_not, q_plain, e).item() == pytest.approx(cos(3 * q_not, q_plain, e * 2).item(), rel=1e-5)
+
+
+def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():
+    torch.manual_seed(0)
+    q, p = torch.randn(2, 4), torch.randn(4, 4)
+    keys, positive_keys = torch.tensor([1, 2, 3, 4]), torch.tensor([[1, -1], [2, -1]])
+    rows = torch.tensor([True, False])
+    ret = Retention("dot", 1.0)
+    assert ret(q, p, q, p, rows, keys, positive_keys).item() == pytest.approx(0.0, abs=1e-7)
+    tq = torch.randn(2, 4)
+    t, s = F.softmax(tq[0] @ p.T, -1), F.log_softmax(q[0] @ p.T, -1)
+    expected = (t * (t.log() - s)).sum()
+    assert ret(q, p, tq, p, rows, keys, positive_keys).item() == pytest.approx(expected.item(), rel=1e-5)
+    # a change to query 1 (not a chosen row) changes nothing
+    q2 = q.clone()
+    q2[1] += 5
+    assert ret(q2, p, tq, p, rows, keys, positive_keys).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert ret(q, p, tq, p, torch.tensor([False, False]), keys, positive_keys).item() == 0.0
+
+
+# ---------------------------------------------------------------- data
+
+def test_labelled_negatives_are_always_chosen_first():
+    item = Item("q", ["a"], ["A"], ["x", "m1", "m2"], ["X", "M1", "M2"], "not", n_explicit=1)
+    ds = ItemDataset([item], n_negatives=2)
+    for epoch in range(4):
+        ds.set_epoch(epoch)
+        negs = ds[0]["negatives"]
+        assert negs[0][0] == "x" and negs[1][0] in {"m1", "m2"} and ds[0]["n_explicit"] == 1
+    seen = set()
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        seen.add(ds[0]["negatives"][1][0])
+    assert seen == {"m1", "m2"}  # mined negatives still rotate
+
+
+def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_model_dir):
+    from boolcl.models import load_model
+
+    tok = load_model(str(tiny_model_dir)).tokenizer
+    items = [Item("not q", ["a", "b"], ["A", "B"], ["x", "m"], ["X", "M"], "not", n_explicit=1, partner="plain q"),
+             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True),
+             Item("and q", ["d"], ["D"], ["c"], ["C"], "and", n_explicit=1)]
+    ds = ItemDataset(items, n_negatives=2)
+    batch = Collator(tok, 16, 2, pairs=True)([ds[i] for i in range(3)])
+    assert batch["query_features"]["input_ids"].shape[0] == 4  # 3 queries + 1 plain question
+    assert batch["pair_rows"].tolist() == [0]
+    target = batch["pair_targets"][0].item()
+    assert target == 3 and batch["passage_keys"][target].item() == passage_key("x")  # item 0's first negative
+    assert set(batch["pair_positive_keys"][0].tolist()) == {passage_key("a"), passage_key("b"), passage_key("x")}
+    # the exclusion margin applies to NOT items' labelled negatives only (not the AND item's)
+    assert batch["excluded"].tolist() == [[True, False], [False, False], [False, False]]
+    assert batch["is_original"].tolist() == [False, True, False]
+    plain = Collator(tok, 16, 2)([ds[i] for i in range(3)])
+    assert plain["query_features"]["input_ids"].shape[0] == 3 and "pair_rows" not in plain
+
+
+def test_cluster_batches_keep_groups_together_and_vary_by_epoch():
+    groups = [f"c{i % 7}" for i in range(70)] + [None] * 5
+    sampler = EpochShuffle(75, 0, batch_size=10, groups=groups)
+    order = list(sampler)
+    assert sorted(order) == list(range(75))
+    runs = [groups[i] for i in order if groups[i] is not None]
+    changes = sum(a != b for a, b in zip(runs, runs[1:]))
+    assert changes == 6  # 7 groups, each one contiguous run
+    assert list(EpochShuffle(75, 0, batch_size=10, groups=groups)) == order  # (seed, epoch) decides
+    sampler.set_epoch(1)
+    assert list(sampler) != order
+
+
+def test_not_aware_config_errors_are_clear():
+    with pytest.raises(ConfigError, match="train.exclusion.weight must be >= 0"):
+        compose(["recipe=not_plus_tiny", "train.exclusion.weight=-1"])
+    with pytest.raises(ConfigError, match="pick one"):
+        compose(["recipe=not_plus_tiny", "train.group_by_length=true"])
+    with pytest.raises(ConfigError, match="infonce only"):
+        compose(["recipe=not_plus_tiny", "train.loss=margin_mse"])
+    with pytest.raises(ConfigError, match="train.exclusion.operators"):
+        compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
+    cfg = compose(["recipe=not_plus"])
+    assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.exclusion.weight > 0
+
+
+# ---------------------------------------------------------------- runs
+
+def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
+    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    # 4 NOT + 6 original items, batch 2: 5 steps per epoch, 2 epochs
+    assert [r["step"] for r in log] == list(range(1, 11))
+    terms = {k for r in log for k in r if k.startswith("loss_")}
+    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention"}
+    for r in log:
+        parts = sum(v for k, v in r.items() if k.startswith("loss_"))
+        assert math.isfinite(r["loss"]) and r["loss"] == pytest.approx(parts, rel=1e-5)
+
+
+def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
+    """The frozen teacher, the plain questions and cluster batches keep resume exact."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10"]
+    full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copytree(full / "checkpoint-3", resumed_dir / "checkpoint-3")
+    resumed = train(plus_cfg(tiny_model_dir, not_pool, resumed_dir, *common, "train.resume=true"))
+    a, b = (load_file(str(f / "model.safetensors")) for f in (full, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path):
+    """Two variants, one seed, a tiny model and a few steps: the table is written, a rerun trains nothing."""
+    out = tmp_path / "ablation"
+    cmd = [sys.executable, str(ROOT / "scripts" / "ablation.py"), "--seeds", "1", "--only", "paper-not", "not_plus",
+           "--out", str(out), f"model={tiny_model_dir}", "train.max_steps=2", "train.batch_size=8"]
+    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == ["base", "not_plus-s1", "paper-not-s1"]
+    table = (out / "compare" / "compare.md").read_text()
+    assert "paper-not" in table and "not_plus" in table and "NOT" in table
+    assert (out / "compare" / "compare.png").is_file()
+    stamp = (out / "runs" / "not_plus-s1" / "results.json").stat().st_mtime_ns
+    second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "training" not in second.stdout
+    assert (out / "runs" / "not_plus-s1" / "results.json").stat().st_mtime_ns == stamp
