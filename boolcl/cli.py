@@ -109,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("demo", "the main job offline: evaluate the packaged MiniLM on the bundled sample, train it on "
-            "the sample's NOT pool, evaluate again, print before/after", cmd_demo,
-            "Runs recipe=tiny end to end on 2 CPU cores in a few minutes, no hub, GPU or API key:\n"
+            "the sample's Boolean pool, evaluate again, print before/after", cmd_demo,
+            "Runs recipe=tiny (or the recipe= given, e.g. not_plus_tiny) end to end on 2 CPU cores in a few\n"
+            "minutes, no hub, GPU or API key:\n"
             "base evaluation -> contrastive training -> checkpoint evaluation -> before/after table.\n"
             "Writes checkpoints/<run>/ (a SentenceTransformer folder, config.yaml, results.json).")
     p.add_argument("overrides", nargs="*", help="key=value overrides (default recipe: tiny)")

@@ -17,9 +17,15 @@ from .evaluate.report import print_table, results_dict
 from .train.loop import train
 
 
+def demo_config(overrides: list[str]):
+    """recipe=tiny unless the overrides name a recipe (`boolcl demo recipe=not_plus_tiny`)."""
+    recipe = [] if any(o.startswith("recipe=") for o in overrides) else ["recipe=tiny"]
+    return compose([*recipe, *overrides])
+
+
 def run_demo(overrides: list[str], console: Console | None = None) -> dict:
     console = console or Console()
-    cfg = compose(["recipe=tiny", *overrides])
+    cfg = demo_config(overrides)
     started = time.perf_counter()
     rset = load_retrieval_set(cfg.data)
     console.print(f"[bold]boolcl demo[/]: model {cfg.model}, data {rset.name} "

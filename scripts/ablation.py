@@ -5,8 +5,8 @@
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's
 training clusters) with some of its additions switched off, trained once per seed and
 evaluated on the sample's held-out clusters; then `boolcl compare` (seeds averaged:
-mean ± std, paired p-values against the base model) writes compare.{json,md,png} to
-OUT/compare. All variants share the schedule, so only the switches differ. A finished
+mean ± std, paired p-values) writes compare.{json,md,png} against the base model to
+OUT/compare and against the paper-style NOT recipe to OUT/compare-vs-paper. All variants share the schedule, so only the switches differ. A finished
 run is kept (OUT/runs/<variant>-s<seed>/results.json) and skipped on a rerun, so a killed
 ablation resumes where it stopped. Extra key=value overrides apply to every run.
 """
@@ -77,7 +77,13 @@ def main() -> int:
         folders.append(str(folder))
         console.print(f"{folder.name}: {time.perf_counter() - started:.0f} s")
     payload = run_compare(folders, base_cfg, str(out / "compare"), seeds=True)
-    console.print(f"table: {payload['files']['md']}")
+    tables = [payload["files"]["md"]]
+    paper = [Path(f).name for f in folders if Path(f).name.startswith("paper-not-")]
+    if paper:  # the question issue 8 asks: better than the paper's recipe? (one seed keeps its own name)
+        name = "paper-not" if len(paper) > 1 else paper[0]
+        versus = compose(["recipe=not_plus_tiny", *args.overrides, f"compare.baseline={name}"])
+        tables.append(run_compare(folders, versus, str(out / "compare-vs-paper"), seeds=True)["files"]["md"])
+    console.print("tables: " + "  ".join(tables))
     return 0
 
 

@@ -25,7 +25,7 @@ def test_console_script_is_installed():
 
 def test_config_errors_are_reported_not_raised(capsys):
     assert main(["config", "recipe=nope"]) == 2
-    assert "available recipes: all, and, not, or, tiny" in capsys.readouterr().err
+    assert "available recipes: all, and, not, not_plus, not_plus_tiny, or, tiny" in capsys.readouterr().err
     assert main(["config", "recipe=not", "train.bach_size=2"]) == 2
     assert "did you mean train.batch_size" in capsys.readouterr().err
 

@@ -41,7 +41,7 @@ def test_overrides_apply():
 
 
 def test_unknown_recipe_lists_the_available_ones():
-    with pytest.raises(ConfigError, match=r"unknown recipe 'nope'.*all, and, not, or, tiny"):
+    with pytest.raises(ConfigError, match=r"unknown recipe 'nope'.*all, and, not, not_plus, not_plus_tiny, or, tiny"):
         compose(["recipe=nope"])
 
 
@@ -85,6 +85,6 @@ def test_train_py_prints_the_papers_settings():
 
 def test_train_py_rejects_unknown_recipe_and_key():
     res = _train_py("recipe=nope")
-    assert res.returncode != 0 and "available recipes: all, and, not, or, tiny" in res.stderr
+    assert res.returncode != 0 and "available recipes: all, and, not, not_plus, not_plus_tiny, or, tiny" in res.stderr
     res = _train_py("recipe=not", "train.bach_size=3")
     assert res.returncode != 0 and "did you mean train.batch_size" in res.stderr

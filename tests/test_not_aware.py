@@ -158,6 +158,13 @@ def test_not_aware_config_errors_are_clear():
     assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.exclusion.weight > 0
 
 
+def test_demo_takes_the_recipe_it_is_given():
+    from boolcl.demo import demo_config
+
+    assert demo_config([]).name == "tiny"
+    assert demo_config(["recipe=not_plus_tiny"]).train.exclusion.weight > 0
+
+
 # ---------------------------------------------------------------- runs
 
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
@@ -200,6 +207,8 @@ def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path):
     table = (out / "compare" / "compare.md").read_text()
     assert "paper-not" in table and "not_plus" in table and "NOT" in table
     assert (out / "compare" / "compare.png").is_file()
+    versus = json.loads((out / "compare-vs-paper" / "compare.json").read_text())
+    assert versus["baseline"] == "paper-not-s1"  # one seed: the run keeps its own name
     stamp = (out / "runs" / "not_plus-s1" / "results.json").stat().st_mtime_ns
     second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
