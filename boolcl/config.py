@@ -263,6 +263,9 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
     if set(t.exclusion.operators) - OPERATORS:
         raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
+    if (t.exclusion.weight or t.pairs.weight) and t.hard_negatives < 1:
+        raise ConfigError("train.exclusion / train.pairs need the excluded passage in the batch: "
+                          "set train.hard_negatives >= 1")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
     if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight):

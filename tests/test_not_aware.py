@@ -152,6 +152,8 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.group_by_length=true"])
     with pytest.raises(ConfigError, match="infonce only"):
         compose(["recipe=not_plus_tiny", "train.loss=margin_mse"])
+    with pytest.raises(ConfigError, match="train.hard_negatives >= 1"):
+        compose(["recipe=not_plus_tiny", "train.hard_negatives=0"])
     with pytest.raises(ConfigError, match="train.exclusion.operators"):
         compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
     cfg = compose(["recipe=not_plus"])

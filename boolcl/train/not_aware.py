@@ -4,8 +4,9 @@
   question's positives in the batch by a margin. InfoNCE only asks it to lose to the one
   target, and only until its share of the softmax is small; NegRecall@10 asks it to drop
   below nearly every positive.
-- The query pairs reuse `InfoNCE` with explicit targets (see `Collator`): the plain question
-  retrieves the passage that its NOT form excludes.
+- Query pairs: `InfoNCE` with explicit targets (see `Collator`) makes the plain question
+  retrieve the passage that its NOT form excludes, and `QueryContrast` makes that passage
+  prefer the plain form to the NOT form.
 - `Retention`: KL between the frozen starting model's in-batch score distribution and the
   student's, on the original data's queries, so general ranking is not traded away.
 """
@@ -18,6 +19,8 @@ from .losses import false_negative_mask, similarity
 
 
 class ExclusionMargin(torch.nn.Module):
+    """Hinge: s(q, positive) - s(q, excluded) >= margin, for every positive of q in the batch."""
+
     def __init__(self, similarity: str = "dot", margin: float = 0.2):
         super().__init__()
         self.kind, self.margin = similarity, margin
@@ -32,7 +35,7 @@ class ExclusionMargin(torch.nn.Module):
         rows = excluded.any(1)
         if not bool(rows.any()):
             return q.new_zeros(())
-        q, p = q[rows], p
+        q = q[rows]
         scores = similarity(q, p, self.kind).float()  # (R, P)
         keys = positive_keys[rows]
         is_positive = (passage_keys[None, :, None] == keys[:, None, :]).any(-1)  # (R, P)

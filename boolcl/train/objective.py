@@ -2,7 +2,8 @@
 
     loss = InfoNCE (or MarginMSE)
          + exclusion.weight · ExclusionMargin     (NOT: excluded passage below every positive)
-         + pairs.weight     · InfoNCE on the plain questions (they retrieve the excluded passage)
+         + pairs.weight     · (InfoNCE on the plain questions: they retrieve the excluded passage
+                               + QueryContrast: that passage prefers the plain form to the NOT form)
          + retention.weight · KL to the frozen starting model (original data's queries)
 
 Each term is reported on its own in the training log, so a run shows what each one did.
