@@ -59,8 +59,10 @@ def main() -> int:
     for name, seed in [(n, None) for n in VARIANTS if VARIANTS[n] is None] + plan:
         overrides = VARIANTS[name]
         folder = out / "runs" / (name if seed is None else f"{name}-s{seed}")
-        if (folder / "results.json").is_file() or (args.only and overrides is not None and name not in args.only):
-            folders += [str(folder)] if (folder / "results.json").is_file() else []
+        if (folder / "results.json").is_file():  # finished earlier: kept, not redone
+            folders.append(str(folder))
+            continue
+        if args.only and overrides is not None and name not in args.only:
             continue
         started = time.perf_counter()
         if overrides is None:

@@ -55,6 +55,13 @@ def dump_jsonl(path: Path, rows) -> Path:
     return path
 
 
+def write_pool(folder: Path, rows, small_set: Path) -> Path:
+    """A training pool (train.jsonl) next to a copy of the small set's corpus; returns train.jsonl."""
+    dump_jsonl(folder / "train.jsonl", rows)
+    (folder / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
+    return folder / "train.jsonl"
+
+
 @pytest.fixture
 def small_set(tmp_path) -> Path:
     """A folder in the project's layout: 2 topics x 3 passages, one question of each type."""

@@ -12,7 +12,7 @@ from boolcl.config import ConfigError, compose
 from boolcl.train.data import Collator, EpochShuffle, Item, ItemDataset, passage_key
 from boolcl.train.loop import train
 from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
-from conftest import ROOT, dump_jsonl
+from conftest import ROOT, write_pool
 
 
 @pytest.fixture
@@ -37,9 +37,7 @@ def not_pool(tmp_path, small_set):
         {"qid": "s2", "question": "What are gallstones?", "question_type": "simple", "positive_ctxs": ctx("d0"),
          "hard_negative_ctxs": ctx("d2")},
     ]
-    dump_jsonl(tmp_path / "pool" / "train.jsonl", rows)
-    (tmp_path / "pool" / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
-    return tmp_path / "pool" / "train.jsonl"
+    return write_pool(tmp_path / "pool", rows, small_set)
 
 
 def plus_cfg(model_dir, pool, out, *extra):

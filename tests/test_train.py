@@ -12,7 +12,7 @@ from boolcl.data.jsonl import DataError
 from boolcl.train.data import Collator, ItemDataset, Item
 from boolcl.train.losses import InfoNCE
 from boolcl.train.loop import TrainingError, train
-from conftest import ROOT, dump_jsonl
+from conftest import ROOT, dump_jsonl, write_pool
 
 
 @pytest.fixture
@@ -28,9 +28,7 @@ def pool(tmp_path, small_set):
         {"qid": "t-s2", "question": "What are gallstones?", "question_type": "simple",
          "positive_ctxs": [{"passage_id": "d0", "text": "Gallstones form in the gallbladder."}]},
     ]
-    dump_jsonl(tmp_path / "pool" / "train.jsonl", rows)
-    (tmp_path / "pool" / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
-    return tmp_path / "pool" / "train.jsonl"
+    return write_pool(tmp_path / "pool", rows, small_set)
 
 
 def tiny_cfg(tiny_model_dir, pool, out, *extra):

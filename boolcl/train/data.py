@@ -91,7 +91,7 @@ def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
     if limit is not None and limit < len(ds):
         ds = ds.shuffle(seed=seed).select(range(limit))
     return [Item(r["query"], [_text_id(r["positive"])], [r["positive"]], [_text_id(r["negative"])],
-                 [r["negative"]], "simple", original=True) for r in ds]
+                 [r["negative"]], "simple") for r in ds]
 
 
 def build_mix(cfg) -> tuple[list[Item], dict]:
@@ -116,7 +116,7 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     else:
         pool, pool_corpus = load_training_pool(t.original)
         original = to_items(pool, pool_corpus, t.original)
-    for it in original:
+    for it in original:  # whatever the source: retention distils on these queries
         it.original = True
     rng.shuffle(original)
     if t.original_size is not None:

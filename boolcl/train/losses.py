@@ -24,11 +24,16 @@ def default_scale(kind: str) -> float:
     return 20.0 if kind == "cosine" else 1.0
 
 
+def labelled_positives(positive_keys: torch.Tensor, passage_keys: torch.Tensor) -> torch.Tensor:
+    """(queries, passages): True where passage j is one of query i's labelled positives."""
+    return (passage_keys[None, :, None] == positive_keys[:, None, :]).any(-1)
+
+
 def false_negative_mask(positive_keys: torch.Tensor, passage_keys: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """True where passage j is a labelled positive of query i but not its target, or a placeholder."""
     from .data import PLACEHOLDER
 
-    mask = (passage_keys[None, :, None] == positive_keys[:, None, :]).any(-1) | (passage_keys == PLACEHOLDER)[None, :]
+    mask = labelled_positives(positive_keys, passage_keys) | (passage_keys == PLACEHOLDER)[None, :]
     mask[torch.arange(len(targets), device=mask.device), targets] = False
     return mask
 

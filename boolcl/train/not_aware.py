@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .losses import false_negative_mask, similarity
+from .losses import false_negative_mask, labelled_positives, similarity
 
 
 class ExclusionMargin(torch.nn.Module):
@@ -37,8 +37,7 @@ class ExclusionMargin(torch.nn.Module):
             return q.new_zeros(())
         q = q[rows]
         scores = similarity(q, p, self.kind).float()  # (R, P)
-        keys = positive_keys[rows]
-        is_positive = (passage_keys[None, :, None] == keys[:, None, :]).any(-1)  # (R, P)
+        is_positive = labelled_positives(positive_keys[rows], passage_keys)  # (R, P)
         negatives = torch.arange(n, device=q.device)[None, :] + b + n * torch.nonzero(rows).flatten()[:, None]
         neg_scores = scores.gather(1, negatives)  # (R, n)
         gaps = scores[:, None, :] - neg_scores[:, :, None]  # (R, n, P): s(q, positive) - s(q, excluded)
