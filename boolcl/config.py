@@ -56,6 +56,21 @@ class RetentionCfg:
 
 
 @dataclass
+class DecompositionCfg:
+    """NOT-aware: embed a NOT question where the frozen starting model's arithmetic puts it,
+    anchor · T(question) + T(kept part) - drop · T(dropped part) (train/decomposition.py)."""
+    weight: float = 0.0  # 0: off
+    drop: float = 1.0  # how hard the dropped part is subtracted
+    anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
+    synthetic: int = 0  # new NOT wordings (target only, no passages) added to the batch per item; 0: none
+    templates: list[str] = field(default_factory=lambda: [  # how synthetic wordings join kept and dropped parts
+        "{keep}, other than {drop}?", "{keep}, apart from {drop}?", "{keep}, excluding {drop}?",
+        "{keep}, but not {drop}?", "{keep} except {drop}?", "{keep}, leaving out {drop}?",
+        "{keep} that have nothing to do with {drop}?", "{keep}, not counting {drop}?",
+        "Besides {drop}, {keep_lc}?", "Setting aside {drop}, {keep_lc}?"])
+
+
+@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -89,6 +104,7 @@ class TrainCfg:
     exclusion: ExclusionCfg = field(default_factory=ExclusionCfg)  # NOT-aware additions (recipe=not_plus)
     pairs: PairsCfg = field(default_factory=PairsCfg)
     retention: RetentionCfg = field(default_factory=RetentionCfg)
+    decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
     num_workers: int = 0
 
 
@@ -258,9 +274,22 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
     if t.hard_negatives < 0:
         raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
-    for key in ("exclusion", "pairs", "retention"):
+    for key in ("exclusion", "pairs", "retention", "decomposition"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
+    for key in ("drop", "anchor", "synthetic"):
+        if t.decomposition[key] < 0:
+            raise ConfigError(f"train.decomposition.{key} must be >= 0, got {t.decomposition[key]}")
+    for template in t.decomposition.templates:
+        try:
+            template.format(keep="", keep_lc="", drop="")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ConfigError(f"train.decomposition.templates: {template!r} may only use {{keep}}, {{keep_lc}} "
+                              f"and {{drop}} ({type(err).__name__}: {err})") from None
+        if "{drop}" not in template or not ("{keep}" in template or "{keep_lc}" in template):
+            raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
+    if t.decomposition.synthetic and not t.decomposition.templates:
+        raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
     if set(t.exclusion.operators) - OPERATORS:
         raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
     if (t.exclusion.weight or t.pairs.weight) and t.hard_negatives < 1:
@@ -268,8 +297,10 @@ def validate(cfg: DictConfig) -> None:
                           "set train.hard_negatives >= 1")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
-    if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight):
-        raise ConfigError("train.exclusion / train.pairs / train.retention work with train.loss=infonce only")
+    if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight
+                                   or t.decomposition.weight):
+        raise ConfigError("train.exclusion / train.pairs / train.retention / train.decomposition work with "
+                          "train.loss=infonce only")
     if t.lr <= 0:
         raise ConfigError(f"train.lr must be > 0, got {t.lr}")
     if not 0 <= t.warmup_ratio < 1:

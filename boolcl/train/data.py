@@ -3,7 +3,8 @@
 One training item = (query, one positive, n negatives) with passage ids kept, so the
 loss can mask a passage that is a labelled positive of another query in the batch.
 Labelled negatives (for NOT: the excluded passage) are always chosen before mined ones.
-A NOT item also carries its plain (disjunctive) question, for the query-pair loss.
+A NOT item also carries its plain (disjunctive) question, for the query-pair loss, and its
+kept and dropped parts, for decomposition distillation.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 from ..data.jsonl import DataError
 from ..data.loaders import Corpus, load_training_pool
 from ..data.schema import Context, TrainingExample
+from .decomposition import not_parts
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -35,6 +37,8 @@ class Item:
     partner: str | None = None  # NOT: the question without its exclusion (provenance)
     original: bool = False  # from the original training data, not the Boolean set
     group: str | None = None  # the passage group (cluster) the question was written over
+    not_parts: tuple[str, str, str] | None = None  # NOT: (kept question, dropped part, source)
+    target: torch.Tensor | None = None  # NOT: the decomposition target (decomposition.py), when switched on
 
 
 def passage_group(ex: TrainingExample) -> str | None:
@@ -79,7 +83,7 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
                           [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
                           [c.score for c in ex.positive_ctxs], [c.score for c in negs],
                           n_explicit=sum(c.passage_id in labelled for c in negs), partner=partner_question(ex),
-                          group=passage_group(ex)))
+                          group=passage_group(ex), not_parts=not_parts(ex)))
     return items
 
 
@@ -185,8 +189,10 @@ class EpochShuffle(torch.utils.data.Sampler):
 class ItemDataset(torch.utils.data.Dataset):
     """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
 
-    def __init__(self, items: list[Item], n_negatives: int):
+    def __init__(self, items: list[Item], n_negatives: int, synthetic: Sequence[tuple[str, torch.Tensor]] = (),
+                 synthetic_per_item: int = 0):
         self.items, self.n_negatives, self.epoch = items, n_negatives, 0
+        self.synthetic, self.synthetic_per_item = list(synthetic), synthetic_per_item if synthetic else 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -205,9 +211,13 @@ class ItemDataset(torch.utils.data.Dataset):
             explicit = min(k, n)
             # labelled negatives first, then mined ones; each epoch moves on to the next ones of each
             negs = (_rotate(slots[:k], self.epoch * explicit) + _rotate(slots[k:], self.epoch * (n - explicit)))[:n]
+        per, m = self.synthetic_per_item, len(self.synthetic)
+        start = (self.epoch * len(self.items) + i) * per  # each epoch moves on through the synthetic wordings
+        synthetic = [self.synthetic[(start + j) % m] for j in range(per)]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
                 "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
                 "question_type": it.question_type, "partner": it.partner, "original": it.original,
+                "target": it.target, "synthetic": synthetic,
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
 
 
@@ -240,14 +250,19 @@ class Collator:
     With `pairs=True`, each NOT item's plain question is appended after the B queries (one
     forward for all) with the item's first labelled negative, the excluded passage, as its
     target: `pair_rows[k]` is the item, `pair_targets[k]` the passage index.
+
+    With `decomposition=True`, each item's synthetic NOT wordings are appended after those
+    (they have no passages), and `distill_rows` lists the query rows that carry a decomposition
+    target (batch items and synthetic wordings), `distill_targets` their targets.
     """
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
                  query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
-                 exclusion_operators: Sequence[str] = ("not",)):
+                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
         self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
+        self.decomposition = decomposition
 
     def _tokenize(self, texts: list[str]) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
@@ -274,8 +289,10 @@ class Collator:
             positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
         pair_rows = [i for i, b in enumerate(batch)
                      if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
+        synthetic = [x for b in batch for x in b.get("synthetic", ())] if self.decomposition else []
         queries = self._tokenize([self.query_prompt + b["query"] for b in batch]
-                                 + [self.query_prompt + batch[i]["partner"] for i in pair_rows])
+                                 + [self.query_prompt + batch[i]["partner"] for i in pair_rows]
+                                 + [self.query_prompt + text for text, _ in synthetic])
         passages = self._tokenize([self.passage_prompt + p for p in passages])
         out = {"query_features": queries, "passage_features": passages, "n_queries": b_n,
                "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
@@ -297,4 +314,10 @@ class Collator:
             out |= {"pair_rows": torch.tensor(pair_rows, dtype=torch.long),
                     "pair_targets": torch.tensor([b_n + i * n for i in pair_rows], dtype=torch.long),
                     "pair_positive_keys": keys}
+        if self.decomposition:
+            rows = [i for i, b in enumerate(batch) if b.get("target") is not None]
+            targets = [batch[i]["target"] for i in rows] + [v for _, v in synthetic]
+            first = b_n + len(pair_rows)
+            out |= {"distill_rows": torch.tensor(rows + list(range(first, first + len(synthetic))), dtype=torch.long),
+                    "distill_targets": torch.stack(targets) if targets else torch.zeros((0, 0))}
         return out

@@ -26,6 +26,7 @@ from ..distributed import cpu_only_distributed
 from ..models import load_model, set_encoder
 from . import checkpoint
 from .data import Collator, EpochShuffle, ItemDataset, build_mix
+from .decomposition import attach_targets
 from .objective import Objective
 
 
@@ -89,12 +90,16 @@ def train(cfg: DictConfig) -> Path:
             target_modules=list(t.lora.target_modules) if t.lora.target_modules else None)))
 
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
-    dataset = ItemDataset(items, t.hard_negatives)
+    synthetic = []
+    if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
+        synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
+    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
-                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators)
+                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
+                       decomposition=t.decomposition.weight > 0)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
@@ -129,6 +134,10 @@ def train(cfg: DictConfig) -> Path:
               f"examples, processes: {accelerator.num_processes}, global batch {t.batch_size}, {total_steps} steps, "
               f"precision {accelerator.mixed_precision} -> {run_dir}" + (f" (resuming {resume_from.name})" if resume_from else ""),
               flush=True)
+        if "decomposition" in mix:
+            d = mix["decomposition"]
+            print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
+                  f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
     log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
     accelerator.init_trackers("logs", config=checkpoint.flat_config(cfg))  # TensorBoard: <run>/logs/
 

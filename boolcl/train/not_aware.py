@@ -7,6 +7,8 @@
 - Query pairs: `InfoNCE` with explicit targets (see `Collator`) makes the plain question
   retrieve the passage that its NOT form excludes, and `QueryContrast` makes that passage
   prefer the plain form to the NOT form.
+- `DecompositionDistill`: the NOT question's embedding points where the frozen starting
+  model's decomposition arithmetic puts it (decomposition.py says why that generalises).
 - `Retention`: KL between the frozen starting model's in-batch score distribution and the
   student's, on the original data's queries, so general ranking is not traded away.
 """
@@ -80,3 +82,11 @@ class Retention(torch.nn.Module):
         t = F.softmax(teacher, -1)
         log_t = F.log_softmax(teacher, -1).masked_fill(mask, 0.0)
         return (t * (log_t - log_s)).sum(-1).mean()
+
+
+class DecompositionDistill(torch.nn.Module):
+    """1 - cos(student's NOT question, its decomposition target): a direction, since a query's
+    length scales all its scores alike and leaves its ranking unchanged."""
+
+    def forward(self, q: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return (1 - F.cosine_similarity(q.float(), targets.to(q.device).float(), dim=-1)).mean()

@@ -5,6 +5,7 @@
          + pairs.weight     · (InfoNCE on the plain questions: they retrieve the excluded passage
                                + QueryContrast: that passage prefers the plain form to the NOT form)
          + retention.weight · KL to the frozen starting model (original data's queries)
+         + decomposition.weight · (1 - cos to the starting model's decomposition of each NOT question)
 
 Each term is reported on its own in the training log, so a run shows what each one did.
 """
@@ -16,7 +17,7 @@ import copy
 import torch
 
 from .losses import InfoNCE, MarginMSE
-from .not_aware import ExclusionMargin, QueryContrast, Retention
+from .not_aware import DecompositionDistill, ExclusionMargin, QueryContrast, Retention
 
 
 class Objective:
@@ -30,6 +31,7 @@ class Objective:
         self.pair_contrast = QueryContrast(similarity, self.info_nce.scale)
         self.exclusion = ExclusionMargin(similarity, t.exclusion.margin) if t.exclusion.weight else None
         self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
+        self.decomposition = DecompositionDistill() if t.decomposition.weight else None
         self.teacher = None
         if self.retention is not None:
             self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
@@ -40,7 +42,8 @@ class Objective:
         return self
 
     def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """q: all query embeddings (the B batch queries, then the plain questions of the pairs)."""
+        """q: all query embeddings: the B batch queries, the plain questions of the pairs, then the
+        synthetic NOT wordings (collator)."""
         t, b = self.t, batch["n_queries"]
         q_main = q[:b]
         if t.loss == "margin_mse":
@@ -51,7 +54,7 @@ class Objective:
             parts["exclusion"] = t.exclusion.weight * self.exclusion(
                 q_main, p, batch["passage_keys"], batch["positive_keys"], batch["excluded"])
         if t.pairs.weight and len(batch["pair_rows"]):
-            plain = q[b:]
+            plain = q[b:b + len(batch["pair_rows"])]
             parts["pairs"] = t.pairs.weight * (
                 self.pair_nce(plain, p, batch["passage_keys"], batch["pair_positive_keys"], targets=batch["pair_targets"])
                 + self.pair_contrast(q_main[batch["pair_rows"]], plain, p[batch["pair_targets"]]))
@@ -63,4 +66,7 @@ class Objective:
                     teacher_p = self.teacher(batch["passage_features"])["sentence_embedding"]
                 parts["retention"] = t.retention.weight * self.retention(
                     q_main, p, teacher_q, teacher_p, rows, batch["passage_keys"], batch["positive_keys"])
+        if self.decomposition is not None and len(batch["distill_rows"]):
+            parts["decomposition"] = t.decomposition.weight * self.decomposition(
+                q[batch["distill_rows"]], batch["distill_targets"])
         return sum(parts.values()), parts

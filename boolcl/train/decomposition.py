@@ -1,0 +1,128 @@
+"""Targets for decomposition distillation: where the frozen starting model would put a NOT question
+if it could subtract.
+
+A bi-encoder embeds "X, but not Y" close to Y, because Y's words are in it. Embedding
+arithmetic with the same frozen model does read the operator: the vector
+
+    v = anchor · T(question) + T(X) - drop · T(Y)
+
+ranks Y's passage far lower than T(question) does (the soft decomposed-query baseline,
+`boolcl decompose`, is this rule applied to scores). `train.decomposition` teaches the
+encoder to produce v's direction from the whole question in one pass. The target is dense
+(a whole vector, not one ranking constraint) and is defined for any Y the teacher can
+embed, which is why it carries over to topics never trained on, where ranking losses on a
+few hundred NOT questions learn those topics' exclusions instead.
+
+X and Y come from the example's provenance when it records them (the sample's `disjunctive`
+and `excluded_question`; `boolcl generate`'s `broad_question` and the simple question of its
+`target`), else from the offline decomposer's rules on the question's text.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..baselines.decompose import rule_decompose
+from ..baselines.grammar import Not, Term
+from ..data.schema import TrainingExample
+
+
+def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
+    """(kept question, dropped part, source) of a NOT example, or None when neither source splits it.
+
+    The offline decomposer's rules come first: their parts are the question's own words, so
+    the target is a function of the text alone and what the encoder must learn is the
+    operator, not a paraphrase. (On the sample, rule targets trained to a higher MRR and a
+    lower NegRecall than the provenance's.) Provenance covers wordings the rules miss.
+    """
+    if ex.question_type != "not":
+        return None
+    expr = rule_decompose(ex.question)
+    if isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term):
+        return expr.pos.text, expr.neg.text, "rules"
+    prov = ex.provenance or {}
+    keep = prov.get("disjunctive") or prov.get("broad_question")
+    drop = prov.get("excluded_question")
+    if drop is None and isinstance(prov.get("simple_questions"), dict) and len(prov.get("target") or []) == 1:
+        drop = prov["simple_questions"].get(prov["target"][0])
+    if all(isinstance(x, str) and x.strip() for x in (keep, drop)):
+        return keep, drop, "provenance"
+    return None
+
+
+def _phrase(question: str, part: str) -> str | None:
+    """The dropped part as written in the question (its casing, no '?'), to reuse in new wordings."""
+    core = part.rstrip("?").strip()
+    at = question.lower().find(core.lower())
+    return question[at:at + len(core)] if core and at >= 0 else None
+
+
+def synthetic_questions(items, templates: Sequence[str], seed: int) -> list[tuple[str, str, str]]:
+    """New NOT wordings (question, kept, dropped) from the training items' own parts, no labels needed.
+
+    Each passage group's kept question is joined with each dropped phrase of that group's NOT
+    questions through every template (`{keep}`: the kept question without '?', `{keep_lc}`: the
+    same with a lower-case first letter, `{drop}`: the phrase). The target needs only the text,
+    so these teach the operator across many more wordings than the labelled questions have.
+    """
+    import random
+
+    groups: dict = {}
+    for it in items:
+        if it.not_parts is None or it.not_parts[2] != "rules":
+            continue
+        keep, drop, _ = it.not_parts
+        phrase = _phrase(it.query, drop)
+        if phrase:
+            kept, phrases = groups.setdefault(it.group or ("item", it.query), (set(), set()))
+            kept.add(keep)
+            phrases.add(phrase)
+    out = set()
+    for kept, phrases in groups.values():
+        for keep in kept:
+            stem = keep.rstrip("?").strip()
+            for phrase in phrases:
+                for template in templates:
+                    q = template.format(keep=stem, keep_lc=stem[:1].lower() + stem[1:], drop=phrase)
+                    out.add((" ".join(q.split()), keep, phrase[:1].upper() + phrase[1:] + "?"))
+    ordered = sorted(out)
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+@torch.no_grad()
+def teacher_targets(model, questions: Sequence[str], parts: Sequence[tuple[str, str]], *, drop: float,
+                    anchor: float, prompt: str | None = None, batch_size: int = 64) -> torch.Tensor:
+    """v = anchor · T(q) + T(keep) - drop · T(dropped), one row per question, in float32 on the CPU.
+
+    With cosine similarity each T(·) is normalised first, as the scores the rule stands for are.
+    Run on the starting model before training, so the targets stay those of the frozen start
+    (also on resume).
+    """
+    normalize = (model.similarity_fn_name or "cosine") == "cosine"
+    texts = list(questions) + [k for k, _ in parts] + [d for _, d in parts]
+    emb = model.encode(texts, batch_size=batch_size, prompt=prompt or None, convert_to_tensor=True,
+                       normalize_embeddings=normalize, show_progress_bar=False).float().cpu()
+    n = len(questions)
+    q, keep, dropped = emb[:n], emb[n:2 * n], emb[2 * n:]
+    return anchor * q + keep - drop * dropped
+
+
+def attach_targets(model, items, d, seed: int, prompt: str | None = None) -> tuple[list, dict]:
+    """Give every NOT item that splits its target, and build the synthetic wordings with theirs
+    (config `train.decomposition`). Returns the synthetic (question, target) pairs and counts."""
+    chosen = [it for it in items if it.not_parts is not None]
+    counts = {"provenance": 0, "rules": 0, "unsplit": sum(it.question_type == "not" and it.not_parts is None
+                                                          for it in items)}
+    synthetic = synthetic_questions(chosen, list(d.templates), seed) if d.synthetic else []
+    counts["synthetic"] = len(synthetic)
+    questions = [it.query for it in chosen] + [q for q, _, _ in synthetic]
+    parts = [it.not_parts[:2] for it in chosen] + [(k, x) for _, k, x in synthetic]
+    if not questions:
+        return [], counts
+    targets = teacher_targets(model, questions, parts, drop=float(d.drop), anchor=float(d.anchor), prompt=prompt)
+    for it, v in zip(chosen, targets):
+        it.target = v
+        counts[it.not_parts[2]] += 1
+    return list(zip([q for q, _, _ in synthetic], targets[len(chosen):])), counts

@@ -1,0 +1,112 @@
+"""Decomposition distillation: NOT questions split into parts, targets from the frozen start, the loss, batches."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from boolcl.config import ConfigError, compose
+from boolcl.data.schema import TrainingExample
+from boolcl.train.data import Collator, Item, ItemDataset
+from boolcl.train.decomposition import not_parts, synthetic_questions, teacher_targets
+from boolcl.train.not_aware import DecompositionDistill
+
+
+def example(question, qtype="not", provenance=None):
+    return TrainingExample.from_dict({"qid": "q", "question": question, "question_type": qtype,
+                                      "positive_ctxs": [{"passage_id": "a"}], "negative_ctxs": [{"passage_id": "b"}],
+                                      "provenance": provenance or {}})
+
+
+def test_not_parts_prefers_the_rules_then_falls_back_to_provenance():
+    assert not_parts(example("Which string instruments are there, other than the cello?")) == (
+        "Which string instruments are there?", "The cello?", "rules")
+    assert not_parts(example("Apart from gallstones, what causes upper abdominal pain?")) == (
+        "What causes upper abdominal pain?", "Gallstones?", "rules")
+    # a wording the rules cannot split: the sample's provenance, then boolcl generate's
+    odd = "Setting aside the cello, which string instruments exist?"
+    assert not_parts(example(odd)) is None
+    sample = {"disjunctive": "Which string instruments exist?", "excluded_question": "What is a cello?"}
+    assert not_parts(example(odd, provenance=sample)) == ("Which string instruments exist?", "What is a cello?",
+                                                          "provenance")
+    generated = {"broad_question": "Which string instruments exist?", "target": ["d4"],
+                 "simple_questions": {"d3": "What is a violin?", "d4": "What is a cello?"}}
+    assert not_parts(example(odd, provenance=generated))[1] == "What is a cello?"
+    assert not_parts(example("Which instruments have strings?", qtype="simple")) is None
+
+
+def test_synthetic_wordings_reuse_each_groups_phrases_through_every_template():
+    def item(q, group):
+        return Item(q, ["a"], ["A"], ["b"], ["B"], "not", group=group,
+                    not_parts=not_parts(example(q)))
+
+    items = [item("Which string instruments are there, other than the Cello?", "strings"),
+             item("Which string instruments are there, apart from the harp?", "strings"),
+             item("What causes upper abdominal pain, excluding gallstones?", "stomach")]
+    templates = ["{keep}, but not {drop}?", "Besides {drop}, {keep_lc}?"]
+    out = synthetic_questions(items, templates, seed=0)
+    assert len(out) == (2 + 1) * 2  # each group's phrases x templates, never across groups
+    questions = {q for q, _, _ in out}
+    assert "Which string instruments are there, but not the Cello?" in questions  # the question's own casing
+    assert "Besides gallstones, what causes upper abdominal pain?" in questions
+    assert not any("gallstones" in q and "string" in q for q in questions)
+    for q, keep, drop in out:
+        assert keep.endswith("?") and drop.endswith("?") and drop.rstrip("?").lower() in q.lower()
+    assert synthetic_questions(items, templates, seed=0) == out
+    assert sorted(synthetic_questions(items, templates, seed=1)) == sorted(out)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+def test_teacher_targets_are_the_decomposition_arithmetic(tiny_model_dir, similarity):
+    from boolcl.models import load_model
+
+    model = load_model(str(tiny_model_dir), similarity=similarity)
+    qs, parts = ["a, but not b?", "c other than d?"], [("A?", "B?"), ("C?", "D?")]
+    v = teacher_targets(model, qs, parts, drop=1.5, anchor=0.25)
+    enc = lambda xs: model.encode(xs, convert_to_tensor=True, normalize_embeddings=similarity == "cosine").float().cpu()
+    expected = 0.25 * enc(qs) + enc(["A?", "C?"]) - 1.5 * enc(["B?", "D?"])
+    assert v.shape == expected.shape and torch.allclose(v, expected, atol=1e-5)
+
+
+def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():
+    torch.manual_seed(0)
+    target = torch.randn(3, 8)
+    loss = DecompositionDistill()
+    assert loss(4.0 * target, target).item() == pytest.approx(0.0, abs=1e-6)  # direction only
+    q = torch.randn(3, 8, requires_grad=True)
+    value = loss(q, target)
+    assert value.item() == pytest.approx((1 - F.cosine_similarity(q, target)).mean().item(), rel=1e-6)
+    value.backward()
+    with torch.no_grad():
+        assert loss(q - 0.1 * q.grad, target).item() < value.item()
+
+
+def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_model_dir):
+    from boolcl.models import load_model
+
+    tok = load_model(str(tiny_model_dir)).tokenizer
+    t0, t1, s0, s1 = (torch.full((4,), float(x)) for x in range(4))
+    items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, partner="plain q", target=t0),
+             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple"),
+             Item("not r", ["d"], ["D"], ["c"], ["C"], "not", n_explicit=1, target=t1)]
+    ds = ItemDataset(items, 1, synthetic=[("syn 0?", s0), ("syn 1?", s1)], synthetic_per_item=1)
+    batch = Collator(tok, 16, 1, pairs=True, decomposition=True)([ds[i] for i in range(3)])
+    # rows: 3 items, 1 plain question (item 0), then one synthetic wording per item
+    assert batch["query_features"]["input_ids"].shape[0] == 3 + 1 + 3
+    assert batch["distill_rows"].tolist() == [0, 2, 4, 5, 6]
+    assert batch["distill_targets"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 2.0]  # synthetic 0, 1, 0 in turn
+    ds.set_epoch(1)  # the next epoch moves on through the wordings
+    assert ds[0]["synthetic"][0][0] == "syn 1?"
+    off = Collator(tok, 16, 1)([ds[i] for i in range(3)])
+    assert off["query_features"]["input_ids"].shape[0] == 3 and "distill_rows" not in off
+
+
+def test_decomposition_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="train.decomposition.weight must be >= 0"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.weight=-1"])
+    with pytest.raises(ConfigError, match="train.decomposition.synthetic"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.synthetic=-2"])
+    with pytest.raises(ConfigError, match="may only use"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.templates=['{keep} minus {x}']"])
+    with pytest.raises(ConfigError, match="needs {drop}"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.templates=['{keep} only']"])
+    with pytest.raises(ConfigError, match="infonce only"):
+        compose(["recipe=tiny", "train.loss=margin_mse", "train.decomposition.weight=1"])
