@@ -18,7 +18,7 @@ import torch
 from ..data.jsonl import DataError
 from ..data.loaders import Corpus, load_training_pool
 from ..data.schema import Context, TrainingExample
-from .decomposition import not_parts
+from .decomposition import not_parts, partner_question
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -46,15 +46,6 @@ def passage_group(ex: TrainingExample) -> str | None:
     prov = ex.provenance or {}
     group = prov.get("cluster") or prov.get("group")
     return str(group) if group is not None else None
-
-
-def partner_question(ex: TrainingExample) -> str | None:
-    """The NOT question's plain form: `disjunctive` in the sample, `broad_question` from `boolcl generate`."""
-    if ex.question_type != "not":
-        return None
-    prov = ex.provenance or {}
-    text = prov.get("disjunctive") or prov.get("broad_question")
-    return text if isinstance(text, str) and text.strip() else None
 
 
 def _text_id(text: str) -> str:

@@ -13,12 +13,14 @@ encoder to produce v's direction from the whole question in one pass. The target
 embed, which is why it carries over to topics never trained on, where ranking losses on a
 few hundred NOT questions learn those topics' exclusions instead.
 
-X and Y come from the example's provenance when it records them (the sample's `disjunctive`
-and `excluded_question`; `boolcl generate`'s `broad_question` and the simple question of its
-`target`), else from the offline decomposer's rules on the question's text.
+X and Y come from the offline decomposer's rules on the question's text, else from the
+example's provenance when it records them (the sample's `disjunctive` and
+`excluded_question`; `boolcl generate`'s `broad_question` and the simple question of its
+`target`).
 """
 from __future__ import annotations
 
+import random
 from typing import Sequence
 
 import torch
@@ -26,6 +28,15 @@ import torch
 from ..baselines.decompose import rule_decompose
 from ..baselines.grammar import Not, Term
 from ..data.schema import TrainingExample
+
+
+def partner_question(ex: TrainingExample) -> str | None:
+    """The NOT question's plain form: `disjunctive` in the sample, `broad_question` from `boolcl generate`."""
+    if ex.question_type != "not":
+        return None
+    prov = ex.provenance or {}
+    text = prov.get("disjunctive") or prov.get("broad_question")
+    return text if isinstance(text, str) and text.strip() else None
 
 
 def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
@@ -42,11 +53,10 @@ def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
     if isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term):
         return expr.pos.text, expr.neg.text, "rules"
     prov = ex.provenance or {}
-    keep = prov.get("disjunctive") or prov.get("broad_question")
-    drop = prov.get("excluded_question")
+    keep, drop = partner_question(ex), prov.get("excluded_question")
     if drop is None and isinstance(prov.get("simple_questions"), dict) and len(prov.get("target") or []) == 1:
         drop = prov["simple_questions"].get(prov["target"][0])
-    if all(isinstance(x, str) and x.strip() for x in (keep, drop)):
+    if keep and isinstance(drop, str) and drop.strip():
         return keep, drop, "provenance"
     return None
 
@@ -66,8 +76,6 @@ def synthetic_questions(items, templates: Sequence[str], seed: int) -> list[tupl
     same with a lower-case first letter, `{drop}`: the phrase). The target needs only the text,
     so these teach the operator across many more wordings than the labelled questions have.
     """
-    import random
-
     groups: dict = {}
     for it in items:
         if it.not_parts is None or it.not_parts[2] != "rules":
