@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
@@ -71,6 +72,30 @@ class DecompositionCfg:
 
 
 @dataclass
+class ScopeCfg:
+    """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and pools them
+    with weight -drop, taught from the rules' spans (train/scope.py). Saved with the model."""
+    weight: float = 0.0  # 0: off (mean pooling as the model has it)
+    drop: float = 1.0  # pooling weight of an excluded token is -drop
+    lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
+    hidden: int = 64  # the head's GRU width (each direction)
+    warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
+    synthetic: int = 1  # template practice sentences per item and step, for the head only; 0: none
+    templates: list[str] = field(default_factory=lambda: [  # exclusion wordings of the practice sentences
+        "{keep} other than {drop}?", "{keep}, apart from {drop}?", "{keep} aside from {drop}?",
+        "{keep}, excluding {drop}?", "{keep}, but not {drop}?", "{keep} except {drop}?", "{keep}, except for {drop}?",
+        "{keep}, leaving out {drop}?", "{keep} that have nothing to do with {drop}?", "{keep} that are not {drop}?",
+        "{keep} without {drop}?", "{keep}, not counting {drop}?", "{keep}, setting aside {drop}?",
+        "{keep} unrelated to {drop}?", "{keep}, ignoring {drop}?", "{keep} that don't involve {drop}?",
+        "{keep}, with the exception of {drop}?", "{keep} rather than {drop}?", "{keep}, save for {drop}?",
+        "{keep}, minus {drop}?", "{keep} that aren't about {drop}?", "{keep}, but leave out {drop}?",
+        "{keep} that do not concern {drop}?", "{keep}, as long as it isn't {drop}?", "{keep}, and not {drop}?",
+        "Besides {drop}, {keep_lc}?", "Apart from {drop}, {keep_lc}?", "Other than {drop}, {keep_lc}?",
+        "Excluding {drop}, {keep_lc}?", "Setting aside {drop}, {keep_lc}?", "Not counting {drop}, {keep_lc}?",
+        "{drop} aside, {keep_lc}?"])
+
+
+@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -105,6 +130,7 @@ class TrainCfg:
     pairs: PairsCfg = field(default_factory=PairsCfg)
     retention: RetentionCfg = field(default_factory=RetentionCfg)
     decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
+    scope: ScopeCfg = field(default_factory=ScopeCfg)
     num_workers: int = 0
 
 
@@ -274,7 +300,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
     if t.hard_negatives < 0:
         raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
-    for key in ("exclusion", "pairs", "retention", "decomposition"):
+    for key in ("exclusion", "pairs", "retention", "decomposition", "scope"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
     for key in ("drop", "anchor", "synthetic"):
@@ -288,6 +314,21 @@ def validate(cfg: DictConfig) -> None:
                               f"and {{drop}} ({type(err).__name__}: {err})") from None
         if "{drop}" not in template or not ("{keep}" in template or "{keep_lc}" in template):
             raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
+    if t.scope.drop < 0:
+        raise ConfigError(f"train.scope.drop must be >= 0, got {t.scope.drop}")
+    if t.scope.lr <= 0:
+        raise ConfigError(f"train.scope.lr must be > 0, got {t.scope.lr}")
+    if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
+        raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
+                          f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
+    for template in t.scope.templates:
+        fields = re.findall(r"\{(\w*)\}", template)
+        if fields.count("drop") != 1 or len([f for f in fields if f in ("keep", "keep_lc")]) != 1 or \
+                set(fields) - {"keep", "keep_lc", "drop"}:
+            raise ConfigError(f"train.scope.templates: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
+                              f"once, and nothing else in braces")
+    if t.scope.synthetic and not t.scope.templates:
+        raise ConfigError("train.scope.synthetic > 0 needs at least one template")
     if t.decomposition.synthetic and not t.decomposition.templates:
         raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
     if set(t.exclusion.operators) - OPERATORS:

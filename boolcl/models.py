@@ -72,6 +72,18 @@ def _offline_hint(spec: str, err: Exception) -> ModelError:
         f"or use model={OFFLINE_DEFAULT} for the packaged all-MiniLM-L6-v2.")
 
 
+def boolcl_modules_only(folder: str) -> bool:
+    """True for a saved model whose only non-sentence-transformers modules are boolcl's own
+    (scope pooling) and that ships no code: loading it imports the installed boolcl, nothing else."""
+    path = Path(folder)
+    try:
+        types = [m["type"] for m in json.loads((path / "modules.json").read_text())]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    custom = [t for t in types if not t.startswith("sentence_transformers.")]
+    return bool(custom) and all(t.startswith("boolcl.") for t in custom) and not any(path.rglob("*.py"))
+
+
 def load_model(spec: str, *, device: str | None = None, similarity: str | None = None, max_length: int | None = None):
     """A SentenceTransformer for `spec`, with the similarity and max length set when given."""
     from sentence_transformers import SentenceTransformer
@@ -79,7 +91,8 @@ def load_model(spec: str, *, device: str | None = None, similarity: str | None =
     resolved = resolve(spec)
     try:
         model = SentenceTransformer(resolved.path, device=device,
-                                    local_files_only=resolved.origin != "hub" or hub_offline())
+                                    local_files_only=resolved.origin != "hub" or hub_offline(),
+                                    trust_remote_code=resolved.origin == "folder" and boolcl_modules_only(resolved.path))
     except Exception as err:  # network, missing files, auth: the hub raises many kinds
         if resolved.origin == "hub":
             raise _offline_hint(spec, err) from None

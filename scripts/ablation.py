@@ -24,11 +24,13 @@ SWITCHES = {  # each addition of not_plus_tiny and how to switch it off
     "retention": "train.retention.weight=0",
     "cluster-batches": "train.group_by_cluster=false",
     "decomposition": "train.decomposition.weight=0",
+    "scope": "train.scope.weight=0",
 }
 # name -> overrides on top of recipe=not_plus_tiny (None: the untrained base model)
 VARIANTS = {"base": None, "paper-not": list(SWITCHES.values())}
 VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
-VARIANTS["not_plus-no-decomp"] = [SWITCHES["decomposition"]]  # the session-2 not_plus: what distillation adds
+VARIANTS["not_plus-no-decomp"] = [SWITCHES["decomposition"], SWITCHES["scope"]]  # session 2's not_plus
+VARIANTS["not_plus-no-scope"] = [SWITCHES["scope"]]  # session 3's not_plus: what scope pooling adds
 VARIANTS["not_plus"] = []
 
 

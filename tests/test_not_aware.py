@@ -173,18 +173,23 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     # 4 NOT + 6 original items, batch 2: 5 steps per epoch, 2 epochs
     assert [r["step"] for r in log] == list(range(1, 11))
     terms = {k for r in log for k in r if k.startswith("loss_")}
-    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_decomposition"}
+    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_decomposition",
+                     "loss_scope"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "synthetic": 0}
+    # the scope head was fitted alone first, on the 10 questions and practice sentences up to 1024 rows
+    assert mix["scope_warmup"]["rows"] == 1024 and mix["scope_warmup"]["steps"] == 300
+    assert json.loads((out / "modules.json").read_text())[1]["type"] == "boolcl.pooling.ScopePooling"
     for r in log:
         parts = sum(v for k, v in r.items() if k.startswith("loss_"))
         assert math.isfinite(r["loss"]) and r["loss"] == pytest.approx(parts, rel=1e-5)
 
 
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
-    """The frozen teacher, the plain questions, cluster batches and the decomposition targets (from
-    the starting model, also on resume) keep resume exact; synthetic wordings included."""
+    """The frozen teacher, the plain questions, cluster batches, the decomposition targets (from
+    the starting model, also on resume) and the scope head (fitted once, before the first step;
+    then restored with the rest) keep resume exact; synthetic wordings and practice sentences included."""
     import shutil
 
     from safetensors.torch import load_file

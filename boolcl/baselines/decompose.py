@@ -197,23 +197,36 @@ def _with_head(head: str, part: str) -> str:
     return _q(f"{head} {part}")
 
 
-def _rule_not(q: str) -> Expr | None:
+def negation_span(q: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Character spans (marker, excluded part) of a question's exclusion, or None.
+
+    The rules' single notion of where a NOT question's exclusion lies: `_rule_not` splits the
+    question there, and the trainer's scope labels (train/scope.py) mark those tokens."""
     m = _NOT_PREFIX.match(q)
     if m:
-        return Not(Term(_q(m["pos"])), Term(_q(m["neg"])))
+        return (m.start(), m.start("neg")), m.span("neg")
     low = q.lower()
     best = None
     for marker in _NOT_INFIX:
         for m in re.finditer(r"(?:^|[\s,])" + re.escape(marker) + r"\s+", low):
-            start = m.start() if low[m.start()] not in " ," else m.start()
-            if start == 0:
+            if m.start() == 0:
                 continue
-            if best is None or start < best[0]:
-                best = (start, m.end())
+            if best is None or m.start() < best[0]:
+                best = (m.start(), m.end())
             break
     if best is None:
         return None
-    pos, neg = _q(q[:best[0]]), _q(q[best[1]:])
+    return best, (best[1], len(q.rstrip().rstrip("?.").rstrip()))
+
+
+def _rule_not(q: str) -> Expr | None:
+    span = negation_span(q)
+    if span is None:
+        return None
+    (start, end), (neg_start, neg_end) = span
+    if start == 0:  # exclusion first: "Besides X, which Y?"
+        return Not(Term(_q(q[neg_end:].lstrip(" ,"))), Term(_q(q[neg_start:neg_end])))
+    pos, neg = _q(q[:start]), _q(q[end:])
     if len(pos.split()) < 2 or not neg:
         return None
     return Not(Term(pos), Term(neg))

@@ -15,10 +15,12 @@ from typing import Sequence
 
 import torch
 
+from ..config import ConfigError
 from ..data.jsonl import DataError
 from ..data.loaders import Corpus, load_training_pool
 from ..data.schema import Context, TrainingExample
 from .decomposition import not_parts, partner_question
+from .scope import row_spans, token_labels
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -181,8 +183,9 @@ class ItemDataset(torch.utils.data.Dataset):
     """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
 
     def __init__(self, items: list[Item], n_negatives: int, synthetic: Sequence[tuple[str, torch.Tensor]] = (),
-                 synthetic_per_item: int = 0):
+                 synthetic_per_item: int = 0, scope_sentences=None):
         self.items, self.n_negatives, self.epoch = items, n_negatives, 0
+        self.scope_sentences = scope_sentences  # scope.ScopeSentences: (epoch, i) -> practice sentences
         self.synthetic, self.synthetic_per_item = list(synthetic), synthetic_per_item if synthetic else 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -209,6 +212,7 @@ class ItemDataset(torch.utils.data.Dataset):
                 "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
                 "question_type": it.question_type, "partner": it.partner, "original": it.original,
                 "target": it.target, "synthetic": synthetic,
+                "scope_sentences": self.scope_sentences(self.epoch, i) if self.scope_sentences else [],
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
 
 
@@ -242,6 +246,11 @@ class Collator:
     forward for all) with the item's first labelled negative, the excluded passage, as its
     target: `pair_rows[k]` is the item, `pair_targets[k]` the passage index.
 
+    With `scope=True`, each item's scope practice sentences come last (no passages, no
+    target), and `scope_labels` holds every query row's token classes for the scope head
+    (scope.py): NOT questions from the rules' span, practice sentences from their own,
+    all other rows ORDINARY.
+
     With `decomposition=True`, each item's synthetic NOT wordings are appended after those
     (they have no passages), and `distill_rows` lists the query rows that carry a decomposition
     target (batch items and synthetic wordings), `distill_targets` their targets.
@@ -249,15 +258,17 @@ class Collator:
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
                  query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
-                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False):
+                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
         self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
-        self.decomposition = decomposition
+        self.decomposition, self.scope = decomposition, scope
+        if scope and not getattr(tokenizer, "is_fast", False):
+            raise ConfigError("train.scope needs a fast tokenizer (token offsets); this model's is not")
 
-    def _tokenize(self, texts: list[str]) -> dict:
+    def _tokenize(self, texts: list[str], offsets: bool = False) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                                   return_tensors="pt"))
+                                   return_tensors="pt", return_offsets_mapping=offsets))
 
     def __call__(self, batch: list[dict]) -> dict:
         b_n, n = len(batch), self.n_negatives
@@ -281,9 +292,16 @@ class Collator:
         pair_rows = [i for i, b in enumerate(batch)
                      if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
         synthetic = [x for b in batch for x in b.get("synthetic", ())] if self.decomposition else []
-        queries = self._tokenize([self.query_prompt + b["query"] for b in batch]
-                                 + [self.query_prompt + batch[i]["partner"] for i in pair_rows]
-                                 + [self.query_prompt + text for text, _ in synthetic])
+        practice = [x for b in batch for x in b.get("scope_sentences", ())] if self.scope else []
+        texts = ([b["query"] for b in batch] + [batch[i]["partner"] for i in pair_rows]
+                 + [text for text, _ in synthetic] + [text for text, _ in practice])
+        queries = self._tokenize([self.query_prompt + x for x in texts], offsets=self.scope)
+        if self.scope:
+            spans = (row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch])
+                     + [None] * len(pair_rows) + row_spans([t for t, _ in synthetic], [True] * len(synthetic))
+                     + [span for _, span in practice])
+            scope_labels = token_labels(spans, queries.pop("offset_mapping"), queries["attention_mask"],
+                                        len(self.query_prompt))
         passages = self._tokenize([self.passage_prompt + p for p in passages])
         out = {"query_features": queries, "passage_features": passages, "n_queries": b_n,
                "n_tokens": int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
@@ -305,6 +323,8 @@ class Collator:
             out |= {"pair_rows": torch.tensor(pair_rows, dtype=torch.long),
                     "pair_targets": torch.tensor([b_n + i * n for i in pair_rows], dtype=torch.long),
                     "pair_positive_keys": keys}
+        if self.scope:
+            out["scope_labels"] = scope_labels
         if self.decomposition:
             rows = [i for i, b in enumerate(batch) if b.get("target") is not None]
             targets = [batch[i]["target"] for i in rows] + [v for _, v in synthetic]

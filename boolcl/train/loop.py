@@ -23,11 +23,13 @@ from ..config import ConfigError, to_yaml
 from ..data.jsonl import atomic_write_text
 from ..evaluate.runner import prompts_for
 from ..distributed import cpu_only_distributed
+from .. import pooling
 from ..models import load_model, set_encoder
 from . import checkpoint
 from .data import Collator, EpochShuffle, ItemDataset, build_mix
 from .decomposition import attach_targets
 from .objective import Objective
+from . import scope
 
 
 class TrainingError(RuntimeError):
@@ -75,6 +77,11 @@ def train(cfg: DictConfig) -> Path:
     # Everything that can fail cheaply fails here, before any compute.
     local_batch = per_device_batch(cfg, accelerator.num_processes)
     model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length)
+    if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
+        try:
+            pooling.install(model, t.scope.drop, t.scope.hidden)
+        except ValueError as err:
+            raise ConfigError(f"{cfg.model}: {err}") from None
     similarity = model.similarity_fn_name or "cosine"
     items, mix = build_mix(cfg)
     encoder = model[0].auto_model
@@ -93,13 +100,14 @@ def train(cfg: DictConfig) -> Path:
     synthetic = []
     if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
         synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
-    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic)
+    practice = scope.ScopeSentences(items, t.scope.templates, t.scope.synthetic, cfg.seed) if t.scope.weight else None
+    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic, practice)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
                        pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
-                       decomposition=t.decomposition.weight > 0)
+                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
@@ -111,11 +119,19 @@ def train(cfg: DictConfig) -> Path:
     total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
     epochs = math.ceil(total_steps / steps_per_epoch)
 
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t.lr, weight_decay=t.weight_decay,
-                                  fused=accelerator.device.type == "cuda")
+    head = pooling.scope_pooling(model)
+    head_params = list(head.parameters()) if head is not None and t.scope.weight else []  # in a fixed order:
+    in_head = {id(p) for p in head_params}  # the optimiser state is restored by position on resume
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad and id(p) not in in_head]}]
+    if head_params:  # the scope head starts from zero: it gets its own, larger learning rate
+        groups.append({"params": head_params, "lr": t.scope.lr, "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, fused=accelerator.device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
     objective = Objective(t, similarity, model, autocast=accelerator.autocast).to(accelerator.device)
+    if t.scope.weight and t.scope.warmup and resume_from is None:  # after the retention teacher's copy
+        mix["scope_warmup"] = scope.warm_up(model, head, items, practice, steps=t.scope.warmup, lr=t.scope.lr,
+                                            seed=cfg.seed, prompt=query_prompt)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
@@ -138,6 +154,10 @@ def train(cfg: DictConfig) -> Path:
             d = mix["decomposition"]
             print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
                   f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
+        if "scope_warmup" in mix:
+            w = mix["scope_warmup"]
+            print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
+                  f"{w['token_accuracy']:.3f}", flush=True)
     log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
     accelerator.init_trackers("logs", config=checkpoint.flat_config(cfg))  # TensorBoard: <run>/logs/
 
@@ -159,9 +179,10 @@ def train(cfg: DictConfig) -> Path:
             with accelerator.accumulate(model):
                 n = batch["n_queries"]
                 try:
-                    q = forward(batch["query_features"])["sentence_embedding"]
-                    p = forward(batch["passage_features"])["sentence_embedding"]
-                    loss, parts = objective(q, p, batch)
+                    q = forward(batch["query_features"])
+                    p = forward(batch["passage_features"])
+                    loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch,
+                                            (q.get("scope_logits"), p.get("scope_logits")))
                     if not torch.isfinite(loss):
                         raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
                                             f"checkpoints in {run_dir} are intact. Try a lower train.lr, "

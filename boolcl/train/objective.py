@@ -6,6 +6,7 @@
                                + QueryContrast: that passage prefers the plain form to the NOT form)
          + retention.weight · KL to the frozen starting model (original data's queries)
          + decomposition.weight · (1 - cos to the starting model's decomposition of each NOT question)
+         + scope.weight     · cross-entropy of the scope-pooling head's token classes (scope.py)
 
 Each term is reported on its own in the training log, so a run shows what each one did.
 """
@@ -18,6 +19,7 @@ import torch
 
 from .losses import InfoNCE, MarginMSE
 from .not_aware import DecompositionDistill, ExclusionMargin, QueryContrast, Retention
+from .scope import ScopeLoss
 
 
 class Objective:
@@ -32,6 +34,7 @@ class Objective:
         self.exclusion = ExclusionMargin(similarity, t.exclusion.margin) if t.exclusion.weight else None
         self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
         self.decomposition = DecompositionDistill() if t.decomposition.weight else None
+        self.scope = ScopeLoss() if t.scope.weight else None
         self.teacher = None
         if self.retention is not None:
             self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
@@ -41,9 +44,10 @@ class Objective:
             self.teacher.to(device)
         return self
 
-    def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: dict,
+                 scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """q: all query embeddings: the B batch queries, the plain questions of the pairs, then the
-        synthetic NOT wordings (collator)."""
+        synthetic NOT wordings (collator). scope_logits: the scope head's (query, passage) token logits."""
         t, b = self.t, batch["n_queries"]
         q_main = q[:b]
         if t.loss == "margin_mse":
@@ -69,4 +73,8 @@ class Objective:
         if self.decomposition is not None and len(batch["distill_rows"]):
             parts["decomposition"] = t.decomposition.weight * self.decomposition(
                 q[batch["distill_rows"]], batch["distill_targets"])
+        if self.scope is not None:
+            q_logits, p_logits = scope_logits
+            parts["scope"] = t.scope.weight * self.scope(q_logits, batch["scope_labels"], p_logits,
+                                                         batch["passage_features"]["attention_mask"])
         return sum(parts.values()), parts

@@ -1,0 +1,180 @@
+"""Teaching the scope-pooling head (../pooling.py) where a question's exclusion lies.
+
+Labels come from the decomposer's rules (`negation_span`): in a NOT question, the marker
+words ("other than", "that aren't") are MARKER and the excluded part is EXCLUDED. Every other
+query and every passage is ORDINARY throughout, so the head learns to reweight questions
+that exclude something and to leave everything else a plain mean. A NOT question that the
+rules cannot split teaches nothing (its tokens are ignored) rather than something wrong.
+
+Practice sentences (`ScopeSentences`) add wordings the training questions lack, with exact
+spans from their templates, and `warm_up` fits the head alone before the first step.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..baselines.decompose import negation_span
+from ..config import ConfigError
+from ..pooling import EXCLUDED, MARKER, ORDINARY
+
+IGNORE = -100
+Span = tuple[tuple[int, int], tuple[int, int]]  # (marker, excluded part), in characters
+UNKNOWN = "unknown"  # a NOT question the rules cannot split: its row teaches nothing
+
+
+def row_spans(texts: Sequence[str], is_not: Sequence[bool]) -> list[Span | None | str]:
+    """The rules' span for each NOT question, None (all ordinary) for the other rows."""
+    out: list[Span | None | str] = []
+    for text, negated in zip(texts, is_not):
+        span = negation_span(text) if negated else None
+        out.append(UNKNOWN if negated and span is None else span)
+    return out
+
+
+def token_labels(spans: Sequence[Span | None | str], offsets: torch.Tensor, attention_mask: torch.Tensor,
+                 prompt_length: int = 0) -> torch.Tensor:
+    """(rows, tokens) class labels of tokenised rows; padding and UNKNOWN rows are IGNORE.
+
+    offsets: the tokenizer's offset_mapping, in characters of prompt + text; spans are in
+    characters of the text alone."""
+    labels = torch.full(attention_mask.shape, IGNORE, dtype=torch.long)
+    labels[attention_mask.bool()] = ORDINARY
+    for i, span in enumerate(spans):
+        if span is None:
+            continue
+        if span == UNKNOWN:
+            labels[i] = IGNORE
+            continue
+        (m0, m1), (x0, x1) = ((a + prompt_length, b + prompt_length) for a, b in span)
+        for j, (a, b) in enumerate(offsets[i].tolist()):
+            if a == b or not attention_mask[i, j]:  # special tokens, padding
+                continue
+            if a >= x0 and b <= x1:
+                labels[i, j] = EXCLUDED
+            elif a < m1 and b > m0:
+                labels[i, j] = MARKER
+    return labels
+
+
+_FIELD = re.compile(r"\{(keep|keep_lc|drop)\}")
+
+
+def _words(literal: str) -> tuple[int, int]:
+    """Where a template literal's words are, without the spaces, commas and '?' around them."""
+    core = literal.strip(" ,?")
+    start = literal.find(core) if core else 0
+    return start, start + len(core)
+
+
+def practice_sentence(template: str, keep: str, drop: str) -> tuple[str, Span]:
+    """A template sentence and its exact span. The marker is the template's words just before
+    {drop} ("other than"), or just after it when {drop} comes first ("{drop} aside, ...")."""
+    values = {"keep": keep, "keep_lc": keep[:1].lower() + keep[1:], "drop": drop}
+    text, at, before = "", 0, None
+    for m in _FIELD.finditer(template):
+        literal = template[at:m.start()]
+        if m.group(1) == "drop":
+            w0, w1 = _words(literal)
+            before = (len(text) + w0, len(text) + w1)
+            dropped = (len(text) + len(literal), len(text) + len(literal) + len(drop))
+        text += literal + values[m.group(1)]
+        at = m.end()
+    text += template[at:]
+    marker = before
+    if marker[0] == marker[1]:
+        after = text[dropped[1]:].split(",")[0]
+        w0, w1 = _words(after)
+        marker = (dropped[1] + w0, dropped[1] + w1)
+    return text, (marker, dropped)
+
+
+class ScopeSentences:
+    """Label-free practice for the scope head: template sentences joining a training question
+    (kept) to the excluded part of another training NOT question, with exact spans.
+
+    Their meaning does not matter, only where the exclusion lies; so 34 topics' questions
+    make many thousands of sentences in every wording the templates know. Row `i` of epoch
+    `e` always gets the same sentences (a resumed run sees what the first one saw)."""
+
+    def __init__(self, items, templates: Sequence[str], per_item: int, seed: int):
+        self.templates, self.per_item, self.seed = list(templates), per_item, seed
+        self.keeps = sorted({it.query.strip().rstrip("?.").strip() for it in items if it.question_type != "not"})
+        drops = set()
+        for it in items:
+            span = negation_span(it.query) if it.question_type == "not" else None
+            if span is not None:
+                drops.add(it.query[span[1][0]:span[1][1]].strip(" ,"))
+        self.drops = sorted(d for d in drops if d)
+        if per_item and (not self.keeps or not self.drops):
+            raise ConfigError("train.scope.synthetic needs training questions that are not NOT questions and NOT "
+                             "questions the rules can split; this training mix lacks one of them")
+
+    def __call__(self, epoch: int, i: int) -> list[tuple[str, Span]]:
+        if not self.per_item:
+            return []
+        rng = random.Random(f"{self.seed}/{epoch}/{i}")
+        return [practice_sentence(rng.choice(self.templates), rng.choice(self.keeps), rng.choice(self.drops))
+                for _ in range(self.per_item)]
+
+
+class ScopeLoss(torch.nn.Module):
+    """Cross-entropy of the head's token classes: on the queries against `token_labels`, and
+    on the passages against ORDINARY (passages keep a plain mean), the two averaged."""
+
+    def forward(self, query_logits: torch.Tensor, labels: torch.Tensor, passage_logits: torch.Tensor,
+                passage_mask: torch.Tensor) -> torch.Tensor:
+        labels = labels.to(query_logits.device)
+        q = (F.cross_entropy(query_logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+             if bool((labels != IGNORE).any()) else query_logits.sum() * 0)
+        keep = passage_mask.bool()
+        p = F.cross_entropy(passage_logits.float()[keep],
+                            torch.full((int(keep.sum()),), ORDINARY, device=passage_logits.device))
+        return (q + p) / 2
+
+
+def warm_up(model, head, items, practice: "ScopeSentences", *, steps: int, lr: float, seed: int,
+            prompt: str | None = None, rows: int = 1024, batch_size: int = 64) -> dict:
+    """Fit the scope head alone on the frozen starting encoder's token embeddings, before training.
+
+    The head starts from zero and the recipe has few steps: without this it is still unsure
+    where the exclusion lies when the run ends. The rows are the training questions (NOT ones
+    with their rules' spans) and practice sentences, at most `rows` of them; the encoder runs
+    once over them. Returns the last loss and the token accuracy on those rows."""
+    gen = torch.Generator().manual_seed(seed)
+    texts = [it.query for it in items]
+    spans = row_spans(texts, [it.question_type == "not" for it in items])
+    if practice is not None and practice.per_item:
+        for text, span in (s for i in range(max(0, rows - len(texts))) for s in practice(-1, i)[:1]):
+            texts.append(text)
+            spans.append(span)
+    order = torch.randperm(len(texts), generator=gen)[:rows].tolist()
+    texts, spans = [texts[i] for i in order], [spans[i] for i in order]
+    prompt = prompt or ""
+    features = dict(model.tokenizer([prompt + t for t in texts], padding=True, truncation=True,
+                                    max_length=model.max_seq_length, return_tensors="pt", return_offsets_mapping=True))
+    labels = token_labels(spans, features.pop("offset_mapping"), features["attention_mask"], len(prompt))
+    device = next(head.parameters()).device
+    with torch.no_grad():
+        tokens = torch.cat([model[0]({k: v[lo:lo + batch_size].to(device) for k, v in features.items()})
+                            ["token_embeddings"].float() for lo in range(0, len(texts), batch_size)])
+    mask, labels = features["attention_mask"].to(device), labels.to(device)
+    optimizer = torch.optim.Adam(head.parameters(), lr=lr)
+    loss = torch.zeros(())
+    for _ in range(steps):
+        idx = torch.randint(len(texts), (min(batch_size, len(texts)),), generator=gen).to(device)
+        logits = head.scope_logits(tokens[idx], mask[idx])
+        loss = F.cross_entropy(logits.flatten(0, 1), labels[idx].flatten(), ignore_index=IGNORE)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        pred = torch.cat([head.scope_logits(tokens[lo:lo + batch_size], mask[lo:lo + batch_size]).argmax(-1)
+                          for lo in range(0, len(texts), batch_size)])
+    known = labels != IGNORE
+    return {"rows": len(texts), "steps": steps, "loss": float(loss.detach()),
+            "token_accuracy": float((pred[known] == labels[known]).float().mean()) if bool(known.any()) else None}

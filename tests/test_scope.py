@@ -1,0 +1,145 @@
+"""Scope pooling (train.scope): the pooling arithmetic, save/load, the labels, the head's warm-up, config."""
+import json
+
+import pytest
+import torch
+
+from boolcl.config import ConfigError, compose
+from boolcl.models import load_model
+from boolcl.pooling import EXCLUDED, MARKER, ORDINARY, ScopePooling, install, scope_pooling
+from boolcl.train.data import Item
+from boolcl.train.scope import IGNORE, UNKNOWN, ScopeSentences, practice_sentence, row_spans, token_labels, warm_up
+from conftest import ROOT
+
+SAMPLE = ROOT / "boolcl" / "data" / "sample"
+
+
+def test_fresh_scope_pooling_embeds_like_the_mean_and_round_trips(tiny_model_dir, tmp_path):
+    model = load_model(str(tiny_model_dir))
+    texts = ["Which string instruments are not plucked?", "A cello is a bowed string instrument."]
+    before = model.encode(texts, convert_to_tensor=True)
+    head = install(model, drop=1.0, hidden=8)
+    after = model.encode(texts, convert_to_tensor=True)
+    # the same direction as mean pooling: every token gets the same weight until the head learns
+    assert torch.allclose(torch.nn.functional.cosine_similarity(before, after), torch.ones(2), atol=1e-6)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    trained = model.encode(texts, convert_to_tensor=True)
+    assert not torch.allclose(trained, after, atol=1e-3)
+    model.save(str(tmp_path / "m"))
+    assert json.loads((tmp_path / "m" / "modules.json").read_text())[1]["type"] == "boolcl.pooling.ScopePooling"
+    again = load_model(str(tmp_path / "m"))  # boolcl's own module: loads without trust_remote_code from the user
+    assert isinstance(scope_pooling(again), ScopePooling) and scope_pooling(again).hidden == 8
+    assert torch.equal(again.encode(texts, convert_to_tensor=True), trained)
+    (tmp_path / "m" / "evil.py").write_text("raise SystemExit\n")  # a folder that ships code is not trusted blindly
+    with pytest.raises(Exception, match="trust_remote_code"):
+        load_model(str(tmp_path / "m"))
+
+
+def test_pooling_weights_are_ordinary_minus_drop_times_excluded_and_ignore_padding():
+    torch.manual_seed(0)
+    head = ScopePooling(6, drop=1.5, hidden=4)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    tokens = torch.randn(1, 5, 6)
+    mask = torch.ones(1, 5, dtype=torch.long)
+    out = head({"token_embeddings": tokens.clone(), "attention_mask": mask})
+    p = out["scope_logits"].softmax(-1)[0]
+    weight = p[:, ORDINARY] - 1.5 * p[:, EXCLUDED]
+    assert torch.allclose(out["sentence_embedding"][0], (weight[:, None] * tokens[0]).sum(0) / 5, atol=1e-6)
+    # the same sentence padded to 8 tokens: same logits on its tokens, same embedding
+    padded = torch.cat([tokens, torch.randn(1, 3, 6)], 1)
+    out2 = head({"token_embeddings": padded, "attention_mask": torch.tensor([[1] * 5 + [0] * 3])})
+    assert torch.allclose(out2["scope_logits"][0, :5], out["scope_logits"][0], atol=1e-6)
+    assert torch.allclose(out2["sentence_embedding"], out["sentence_embedding"], atol=1e-6)
+
+
+def test_only_mean_pooled_models_take_the_head(tiny_model_dir):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling
+
+    model = load_model(str(tiny_model_dir))
+    cls = SentenceTransformer(modules=[model[0], Pooling(32, pooling_mode="cls")], device="cpu")
+    with pytest.raises(ValueError, match="mean-pooled model; this one pools with 'cls'"):
+        install(cls, 1.0)
+
+
+def test_token_labels_follow_the_rules_and_the_templates(tiny_model_dir):
+    tok = load_model(str(tiny_model_dir)).tokenizer
+    texts = ["Which string instruments are not plucked?", "What is a cello?", "What causes it, the liver?"]
+    spans = row_spans(texts, [True, False, True])
+    assert spans[1] is None and spans[2] == UNKNOWN  # no exclusion the rules know: that row teaches nothing
+    practice, span = practice_sentence("Besides {drop}, {keep_lc}?", "Which birds fly", "the ones in Peru")
+    assert practice == "Besides the ones in Peru, which birds fly?"
+    assert practice[slice(*span[0])] == "Besides" and practice[slice(*span[1])] == "the ones in Peru"
+    prompt = "query: "
+    f = tok([prompt + t for t in texts + [practice]], padding=True, return_offsets_mapping=True, return_tensors="pt")
+    labels = token_labels(spans + [span], f["offset_mapping"], f["attention_mask"], len(prompt))
+    words = tok.convert_ids_to_tokens(f["input_ids"][0])
+    by_word = {w: int(lab) for w, lab in zip(words, labels[0])}
+    assert by_word["are"] == by_word["not"] == MARKER and by_word["plucked"] == EXCLUDED
+    assert by_word["string"] == by_word["query"] == by_word["[CLS]"] == by_word["?"] == ORDINARY
+    assert (labels[0][f["attention_mask"][0] == 0] == IGNORE).all()
+    assert (labels[1][f["attention_mask"][1] == 1] == ORDINARY).all() and (labels[2] == IGNORE).all()
+    words = tok.convert_ids_to_tokens(f["input_ids"][3])
+    assert [w for w, lab in zip(words, labels[3]) if lab == EXCLUDED] == ["the", "ones", "in", "peru"]
+    assert [w for w, lab in zip(words, labels[3]) if lab == MARKER] == ["besides"]
+
+
+@pytest.mark.parametrize("template,marker", [("{keep} other than {drop}?", "other than"),
+                                             ("{keep}, with the exception of {drop}?", "with the exception of"),
+                                             ("{drop} aside, {keep_lc}?", "aside")])
+def test_practice_sentences_carry_exact_spans(template, marker):
+    text, (m, x) = practice_sentence(template, "Which birds fly", "the ones in Peru")
+    assert text[slice(*m)] == marker and text[slice(*x)] == "the ones in Peru"
+
+
+def test_practice_sentences_are_fixed_by_seed_epoch_and_row():
+    def item(q, kind):
+        return Item(q, ["d"], ["p"], [], [], kind)
+
+    items = [item("Which birds fly?", "simple"), item("Which birds swim other than penguins?", "not"),
+             item("What do owls eat?", "simple")]
+    make = ScopeSentences(items, ["{keep} other than {drop}?", "Besides {drop}, {keep_lc}?"], 2, seed=3)
+    assert make.drops == ["penguins"] and make.keeps == ["What do owls eat", "Which birds fly"]
+    assert make(0, 1) == ScopeSentences(items, make.templates, 2, seed=3)(0, 1)
+    assert len({tuple(make(e, i)) for e in range(4) for i in range(3)}) > 1
+    with pytest.raises(ConfigError, match="train.scope.synthetic"):
+        ScopeSentences([items[0]], make.templates, 1, seed=3)
+
+
+def test_warm_up_finds_the_scope_of_held_out_questions():
+    """Quality, on the real MiniLM: fitted alone on the sample's training clusters (the encoder
+    frozen), the head marks the held-out clusters' NOT questions much as the rules do. (Training
+    with the encoder then takes it to 98% in `not_plus_tiny`; README: NOT-aware training.)"""
+    model = load_model("offline-default")
+    head = install(model, 1.0)
+    rows = [json.loads(x) for x in (SAMPLE / "train.jsonl").read_text().splitlines()]
+    items = [Item(r["question"], ["d"], ["p"], [], [], r["question_type"]) for r in rows]
+    cfg = compose([]).train.scope
+    report = warm_up(model, head, items, ScopeSentences(items, cfg.templates, 1, seed=0), steps=cfg.warmup,
+                     lr=cfg.lr, seed=0)
+    assert report["token_accuracy"] > 0.95
+    held_out = [json.loads(x)["question"] for x in (SAMPLE / "eval.jsonl").read_text().splitlines()
+                if json.loads(x)["question_type"] == "not"]
+    f = dict(model.tokenizer(held_out, padding=True, return_offsets_mapping=True, return_tensors="pt"))
+    labels = token_labels(row_spans(held_out, [True] * len(held_out)), f.pop("offset_mapping"), f["attention_mask"])
+    with torch.no_grad():
+        predicted = model(f)["scope_logits"].argmax(-1)
+    known = labels != IGNORE
+    accuracy = (predicted[known] == labels[known]).float().mean()
+    assert (labels[known] == ORDINARY).float().mean() < 0.6  # what the untrained head, all ORDINARY, scores
+    assert accuracy > 0.85, accuracy
+    recall = (predicted[labels == EXCLUDED] == EXCLUDED).float().mean()
+    assert recall > 0.7, recall  # 0.74 measured; 0 untrained
+
+
+def test_scope_config_errors_name_the_key():
+    for override, key in [("train.scope.drop=-1", "train.scope.drop"), ("train.scope.lr=0", "train.scope.lr"),
+                          ("train.scope.warmup=-2", "train.scope.warmup"),
+                          ("train.scope.templates=['{keep} minus it?']", "train.scope.templates"),
+                          ("train.scope.templates=['{keep} {other} {drop}?']", "train.scope.templates")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            compose(["recipe=not_plus_tiny", override])
