@@ -76,7 +76,7 @@ class ScopeCfg:
     """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and pools them
     with weight -drop, taught from the rules' spans (train/scope.py). Saved with the model."""
     weight: float = 0.0  # 0: off (mean pooling as the model has it)
-    drop: float = 1.0  # pooling weight of an excluded token is -drop
+    drop: float = 0.5  # pooling weight of an excluded token is -drop (0.5: not_plus_tiny, chosen on the sample)
     lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
     hidden: int = 64  # the head's GRU width (each direction)
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
