@@ -143,3 +143,20 @@ def test_scope_config_errors_name_the_key():
                           ("train.scope.templates=['{keep} {other} {drop}?']", "train.scope.templates")]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             compose(["recipe=not_plus_tiny", override])
+
+
+def test_scope_loss_averages_query_and_passage_cross_entropy():
+    from boolcl.train.scope import ScopeLoss
+
+    torch.manual_seed(0)
+    q_logits, p_logits = torch.randn(2, 3, 3, requires_grad=True), torch.randn(1, 4, 3)
+    labels = torch.tensor([[ORDINARY, MARKER, EXCLUDED], [ORDINARY, IGNORE, IGNORE]])
+    p_mask = torch.tensor([[1, 1, 0, 0]])
+    loss = ScopeLoss()(q_logits, labels, p_logits, p_mask)
+    lq = -torch.log_softmax(q_logits, -1)
+    by_hand_q = (lq[0, 0, 0] + lq[0, 1, 1] + lq[0, 2, 2] + lq[1, 0, 0]) / 4
+    by_hand_p = -torch.log_softmax(p_logits, -1)[0, :2, ORDINARY].mean()
+    assert loss.item() == pytest.approx(((by_hand_q + by_hand_p) / 2).item(), rel=1e-6)
+    # rows that teach nothing leave only the passages' term, and no NaN
+    empty = ScopeLoss()(q_logits, torch.full((2, 3), IGNORE), p_logits, p_mask)
+    assert empty.item() == pytest.approx(by_hand_p.item() / 2, rel=1e-6)
