@@ -160,3 +160,32 @@ def test_scope_loss_averages_query_and_passage_cross_entropy():
     # rows that teach nothing leave only the passages' term, and no NaN
     empty = ScopeLoss()(q_logits, torch.full((2, 3), IGNORE), p_logits, p_mask)
     assert empty.item() == pytest.approx(by_hand_p.item() / 2, rel=1e-6)
+
+
+def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(tmp_path):
+    import importlib.util
+    import re
+    import subprocess
+    import sys
+
+    from boolcl.baselines.decompose import _NOT_INFIX, negation_span
+
+    script = ROOT / "scripts" / "unseen_wordings.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "u")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(x) for x in (tmp_path / "u" / "eval.jsonl").read_text().splitlines()]
+    original = [json.loads(x) for x in (SAMPLE / "eval.jsonl").read_text().splitlines()
+                if json.loads(x)["question_type"] == "not"]
+    splittable = [r for r in original if negation_span(r["question"]) is not None]
+    assert len(rows) == len(splittable) and len(rows) > 100
+    assert [r["qid"] for r in rows] == [r["qid"] for r in splittable]  # labels and passages kept
+    assert all(r["positive_ctxs"] == o["positive_ctxs"] and r["question"] != o["question"]
+               for r, o in zip(rows, splittable))
+    spec = importlib.util.spec_from_file_location("unseen_wordings", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    templates = compose([]).train.scope.templates
+    for wording in module.WORDINGS:  # words the rules and the practice templates never use
+        words = " ".join(wording.replace("{keep}", " ").replace("{drop}", " ").strip(" ,?").split())
+        assert not [m for m in _NOT_INFIX if re.search(r"\b" + re.escape(m) + r"\b", words)], wording
+        assert not [t for t in templates if words in t], wording

@@ -1,0 +1,64 @@
+"""The sample's held-out NOT questions, reworded with exclusion words that boolcl never trains on.
+
+    python scripts/unseen_wordings.py OUT            # writes OUT/eval.jsonl and OUT/corpus.jsonl
+    boolcl evaluate MODEL data=OUT eval.k=10
+
+Scope pooling's head learns where an exclusion lies from the decomposer's rules and the
+practice templates; this set asks how far that carries. Each NOT question of the sample's
+evaluation split is split by the rules into its kept question and its excluded part, and
+joined again through one of WORDINGS (chosen by a fixed seed), none of which is in the
+rules' marker list or in `train.scope.templates`. Passages and labels are unchanged.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+from pathlib import Path
+
+from boolcl.baselines.decompose import negation_span
+
+SAMPLE = Path(__file__).resolve().parent.parent / "boolcl" / "data" / "sample"
+WORDINGS = ["{keep}, disregarding {drop}?", "{keep}, omitting {drop}?", "{keep}, passing over {drop}?",
+            "{keep}, but nothing about {drop}?", "{keep}, skipping {drop}?", "{keep}, with {drop} ruled out?"]
+
+
+def reword(question: str, rng: random.Random) -> str | None:
+    span = negation_span(question)
+    if span is None:
+        return None
+    (m0, _), (x0, x1) = span
+    if m0 == 0:  # "Besides X, which Y?"
+        keep = question[x1:].lstrip(" ,").rstrip("?. ")
+        keep = keep[:1].upper() + keep[1:]
+    else:
+        keep = question[:m0].rstrip(" ,")
+    return rng.choice(WORDINGS).format(keep=keep, drop=question[x0:x1].strip(" ,"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    rows, skipped = [], 0
+    for line in (SAMPLE / "eval.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["question_type"] != "not":
+            continue
+        question = reword(row["question"], rng)
+        if question is None:
+            skipped += 1
+            continue
+        rows.append(row | {"question": question})
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    shutil.copy(SAMPLE / "corpus.jsonl", args.out / "corpus.jsonl")
+    print(f"{len(rows)} NOT questions reworded ({skipped} the rules cannot split, left out) -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
