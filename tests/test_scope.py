@@ -113,7 +113,7 @@ def test_practice_sentences_are_fixed_by_seed_epoch_and_row():
 def test_warm_up_finds_the_scope_of_held_out_questions():
     """Quality, on the real MiniLM: fitted alone on the sample's training clusters (the encoder
     frozen), the head marks the held-out clusters' NOT questions much as the rules do. (Training
-    with the encoder then takes it to 98% in `not_plus_tiny`; README: NOT-aware training.)"""
+    with the encoder took it to 98% in a `not_plus_tiny` exploration run; README: NOT-aware training.)"""
     model = load_model("offline-default")
     head = install(model, 1.0)
     rows = [json.loads(x) for x in (SAMPLE / "train.jsonl").read_text().splitlines()]
