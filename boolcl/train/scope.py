@@ -104,11 +104,9 @@ class ScopeSentences:
     def __init__(self, items, templates: Sequence[str], per_item: int, seed: int):
         self.templates, self.per_item, self.seed = list(templates), per_item, seed
         self.keeps = sorted({it.query.strip().rstrip("?.").strip() for it in items if it.question_type != "not"})
-        drops = set()
-        for it in items:
-            span = negation_span(it.query) if it.question_type == "not" else None
-            if span is not None:
-                drops.add(it.query[span[1][0]:span[1][1]].strip(" ,"))
+        queries = [it.query for it in items]
+        spans = row_spans(queries, [it.question_type == "not" for it in items])
+        drops = {q[s[1][0]:s[1][1]].strip(" ,") for q, s in zip(queries, spans) if isinstance(s, tuple)}
         self.drops = sorted(d for d in drops if d)
         if per_item and (not self.keeps or not self.drops):
             raise ConfigError("train.scope.synthetic needs training questions that are not NOT questions and NOT "
