@@ -9,7 +9,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from boolcl.config import ConfigError, check_overrides, validate
+from boolcl.config import check_overrides, validate
+from boolcl.errors import ConfigError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -25,22 +25,22 @@ def _overrides(args) -> list[str]:
 
 
 def cmd_config(args) -> int:
-    from .config import compose, to_yaml
+    from boolcl.config import compose, to_yaml
 
     print(to_yaml(compose(_overrides(args))), end="")
     return 0
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from boolcl.demo import run_demo
 
     run_demo(_overrides(args))
     return 0
 
 
 def cmd_train(args) -> int:
-    from .config import compose
-    from .train.loop import train
+    from boolcl.config import compose
+    from boolcl.train.loop import train
 
     run_dir = train(compose(_overrides(args)))
     console.print(f"[green]saved[/] {run_dir}")
@@ -48,14 +48,14 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .config import compose
-    from .evaluate.command import run_evaluate
-    from .evaluate.report import print_table
+    from boolcl.config import compose
+    from boolcl.evaluate.command import run_evaluate
+    from boolcl.scoring.report import print_table
 
     cfg = compose(_overrides(args))
     model = None if cfg.run and not args.model else (args.model or cfg.model)
     result, payload, out_dir = run_evaluate(model, cfg, cfg.out)
-    from .distributed import process_state
+    from boolcl.distributed import process_state
 
     if not process_state().is_main_process:  # `accelerate launch boolcl ...`: rank 0 reports
         return 0
@@ -68,8 +68,8 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .config import compose
-    from .evaluate.compare import run_compare
+    from boolcl.config import compose
+    from boolcl.evaluate.compare import run_compare
 
     inputs = [a for a in args.runs if "=" not in a]
     cfg = compose([a for a in args.runs if "=" in a])
@@ -80,8 +80,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from .config import compose
-    from .generate.pipeline import run_generate
+    from boolcl.config import compose
+    from boolcl.generate.pipeline import run_generate
 
     out = run_generate(compose(_overrides(args)))
     console.print(f"[green]examples[/] {out}")
@@ -89,8 +89,8 @@ def cmd_generate(args) -> int:
 
 
 def cmd_decompose(args) -> int:
-    from .baselines.run import run_decompose
-    from .config import compose
+    from boolcl.baselines.run import run_decompose
+    from boolcl.config import compose
 
     payload = run_decompose(compose(_overrides(args)))
     console.print(f"written: {', '.join(str(p) for p in payload['paths'].values())}")
@@ -157,10 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .config import ConfigError
-    from .data.jsonl import DataError
-    from .models import ModelError
-    from .train.loop import TrainingError
+    from boolcl.errors import ConfigError, DataError, ModelError, TrainingError
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)

@@ -9,12 +9,12 @@ import time
 
 from rich.console import Console
 
-from .config import compose
-from .data.jsonl import atomic_write_text
-from .data.loaders import load_retrieval_set
-from .evaluate.command import data_info, evaluate_spec
-from .evaluate.report import print_table, results_dict
-from .train.loop import train
+from boolcl.config import compose
+from boolcl.data.loaders import load_retrieval_set
+from boolcl.files import atomic_write_text
+from boolcl.scoring.report import print_table, results_dict
+from boolcl.scoring.runner import data_info, evaluate_spec
+from boolcl.train.loop import train
 
 
 def demo_config(overrides: list[str]):

@@ -48,9 +48,9 @@ def main() -> int:
 
     from boolcl.config import compose
     from boolcl.data.loaders import load_retrieval_set
-    from boolcl.evaluate.command import data_info, evaluate_spec
     from boolcl.evaluate.compare import run_compare
-    from boolcl.evaluate.report import write_results
+    from boolcl.scoring.report import write_results
+    from boolcl.scoring.runner import data_info, evaluate_spec
     from boolcl.train.loop import train
 
     console = Console()

@@ -9,7 +9,7 @@ from pathlib import Path
 def tokenizer_dir(explicit: str | None) -> str:
     if explicit:
         return explicit
-    from boolcl.models import packaged_model_dir
+    from boolcl.retrieval.models import packaged_model_dir
 
     return str(packaged_model_dir())  # bert-base-uncased's vocabulary, as DistilBERT's
 

@@ -33,8 +33,8 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from boolcl.evaluate.encode import encode
-    from boolcl.evaluate.search import search
+    from boolcl.retrieval.encode import encode
+    from boolcl.retrieval.search import search
 
     cuda = torch.cuda.is_available()
     n = args.passages or (100_000 if cuda else 1000)

@@ -39,7 +39,11 @@ def peak_flops() -> float | None:
 def stock(model_dir: Path, rows, args, work: Path) -> dict:
     import torch
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
 
     model = SentenceTransformer(str(model_dir))

@@ -6,7 +6,7 @@
 Scope pooling's head learns where an exclusion lies from the decomposer's rules and the
 practice templates; this set asks how far that carries. Each NOT question of the sample's
 evaluation split is split by the rules into its kept question and its excluded part, and
-joined again through one of WORDINGS (chosen by a fixed seed), none of which is in the
+joined again through one of UNSEEN_WORDINGS (chosen by a fixed seed), none of which is in the
 rules' marker list or in `train.scope.templates`. Passages and labels are unchanged.
 """
 from __future__ import annotations
@@ -17,11 +17,10 @@ import random
 import shutil
 from pathlib import Path
 
-from boolcl.baselines.decompose import negation_span
+from boolcl.logic.rules import negation_span
+from boolcl.words import UNSEEN_WORDINGS
 
 SAMPLE = Path(__file__).resolve().parent.parent / "boolcl" / "data" / "sample"
-WORDINGS = ["{keep}, disregarding {drop}?", "{keep}, omitting {drop}?", "{keep}, passing over {drop}?",
-            "{keep}, but nothing about {drop}?", "{keep}, skipping {drop}?", "{keep}, with {drop} ruled out?"]
 
 
 def reword(question: str, rng: random.Random) -> str | None:
@@ -34,7 +33,7 @@ def reword(question: str, rng: random.Random) -> str | None:
         keep = keep[:1].upper() + keep[1:]
     else:
         keep = question[:m0].rstrip(" ,")
-    return rng.choice(WORDINGS).format(keep=keep, drop=question[x0:x1].strip(" ,"))
+    return rng.choice(UNSEEN_WORDINGS).format(keep=keep, drop=question[x0:x1].strip(" ,"))
 
 
 def main() -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from accelerate import PartialState
 
-from boolcl.evaluate.cache import encode_cached
-from boolcl.evaluate.encode import encode
-from boolcl.models import load_model
 from boolcl.distributed import cpu_only_distributed
+from boolcl.retrieval.cache import encode_cached
+from boolcl.retrieval.encode import encode
+from boolcl.retrieval.models import load_model
 
 state = PartialState(cpu=cpu_only_distributed())
 assert state.num_processes == 2, state.distributed_type

@@ -21,7 +21,7 @@ def _make_tiny(root: Path, dropout: float) -> Path:
     from sentence_transformers import SentenceTransformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from boolcl.models import packaged_model_dir
+    from boolcl.retrieval.models import packaged_model_dir
 
     torch.manual_seed(0)
     hf = root / "hf"

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-from boolcl.train.data import EpochShuffle
 from boolcl.distributed import cpu_only_distributed
+from boolcl.train.data import EpochShuffle
 
 
 class Indices(torch.utils.data.Dataset):

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from boolcl.config import compose
 from boolcl.data import safe_pickle
 from boolcl.data.birco import load_birco, load_rank_pickle
-from boolcl.data.jsonl import DataError
-from boolcl.evaluate.benchmarks import evaluate_benchmark, parse_spec, read_trec_run
-from conftest import ROOT
+from boolcl.data.spec import parse_data_spec as parse_spec
+from boolcl.errors import DataError
+from boolcl.evaluate.benchmarks import evaluate_benchmark, read_trec_run
 
 BIRCO_DIR = ROOT.parent / "shared" / "birco"
 NO_BIRCO = f"{BIRCO_DIR} is absent: the real BIRCO release files are only on the project's workstation"
@@ -260,18 +261,20 @@ def test_unreachable_hub_says_how_to_use_the_release_files(tmp_path, monkeypatch
 # ----------------------------------------------------------------------------- specs and scoring
 
 def test_specs():
-    assert parse_spec("birco-clinical-trial-dev:/x").__dict__ == {
+    assert parse_spec("birco-clinical-trial-dev:/x").__dict__ == {"spec": "birco-clinical-trial-dev:/x",
         "kind": "birco", "name": "birco-clinical-trial-dev", "split": "dev", "task": "clinical-trial", "path": "/x"}
     assert parse_spec("birco-doris-mae").task == "doris-mae" and parse_spec("birco-doris-mae").path is None
     assert parse_spec("birco:/r").task is None
-    assert parse_spec("sample") is None and parse_spec("boolquestions-msmarco") is None
+    assert not parse_spec("sample").is_benchmark and not parse_spec("boolquestions-msmarco").is_benchmark
+    # one name for a set wherever it is read: evaluate's eval/<name>/ folder and compare's tables
+    assert parse_spec("birco-relic:/x/y").name == "birco-relic" and parse_spec("sample").name == "sample"
     with pytest.raises(DataError, match="unknown BIRCO task 'scifact'"):
         parse_spec("birco-scifact")
 
 
 def test_rank_pickle_scores_with_graded_ndcg(release):
     import ir_measures
-    from ir_measures import nDCG, RR
+    from ir_measures import RR, nDCG
 
     result, data = evaluate_benchmark(f"birco-relic:{release}", None,
                                       cfg(f"run={release / 'ranks' / 'relic' / 'e5_rank.pickle'}"))
@@ -291,7 +294,7 @@ def test_rank_pickle_scores_with_graded_ndcg(release):
 
 
 def test_trec_run_and_rank_pickle_agree(release, tmp_path):
-    from boolcl.evaluate.report import write_trec_run
+    from boolcl.scoring.report import write_trec_run
 
     via_pickle, _ = evaluate_benchmark(f"birco-relic:{release}", None,
                                        cfg(f"run={release / 'ranks' / 'relic'}"))  # a folder of rank files
@@ -349,7 +352,7 @@ def test_all_tasks_of_a_root_with_the_task_average(release):
 def test_tiny_model_ranks_each_pool_and_writes_results(release, tiny_model_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from boolcl.evaluate.report import write_results
+    from boolcl.scoring.report import write_results
 
     result, data = evaluate_benchmark(f"birco-relic:{release}", str(tiny_model_dir), cfg("eval.batch_size=2"))
     task = load_birco("relic", str(release))
@@ -391,7 +394,7 @@ def test_real_relic_agrees_with_ir_measures_and_with_its_trec_run(tmp_path):
     import ir_measures
     from ir_measures import nDCG
 
-    from boolcl.evaluate.report import write_trec_run
+    from boolcl.scoring.report import write_trec_run
 
     spec = f"birco-relic:{BIRCO_DIR}"
     result, _ = evaluate_benchmark(spec, None, cfg(f"run={BIRCO_DIR / 'ranks'}"))

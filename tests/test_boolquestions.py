@@ -3,10 +3,10 @@ import json
 import textwrap
 
 import pytest
-
-from boolcl.data.jsonl import DataError
-from boolcl.data.loaders import load_retrieval_set
 from conftest import dump_jsonl
+
+from boolcl.data.loaders import load_retrieval_set
+from boolcl.errors import DataError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -3,12 +3,12 @@ import subprocess
 import sys
 
 import numpy as np
+from conftest import ROOT
 
 from boolcl.cli import main
-from boolcl.evaluate.cache import encode_cached
-from boolcl.evaluate.encode import encode
-from boolcl.models import load_model
-from conftest import ROOT
+from boolcl.retrieval.cache import encode_cached
+from boolcl.retrieval.encode import encode
+from boolcl.retrieval.models import load_model
 
 
 def _results(out):

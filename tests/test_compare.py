@@ -13,13 +13,14 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from boolcl.config import ConfigError, compose
-from boolcl.evaluate import metrics
+from boolcl.config import compose
+from boolcl.errors import ConfigError
 from boolcl.evaluate.command import run_evaluate
 from boolcl.evaluate.compare import CompareError, fmt_p, run_compare
-from boolcl.evaluate.report import results_dict
-from boolcl.evaluate.runner import EvalResult
 from boolcl.evaluate.significance import bootstrap_test, paired_test, randomization_test
+from boolcl.scoring import metrics
+from boolcl.scoring.report import results_dict
+from boolcl.scoring.runner import EvalResult
 
 # ---------------------------------------------------------------- significance
 

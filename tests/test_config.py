@@ -2,9 +2,10 @@ import subprocess
 import sys
 
 import pytest
-
-from boolcl.config import ConfigError, available_recipes, check_overrides, compose, to_yaml
 from conftest import ROOT
+
+from boolcl.config import available_recipes, check_overrides, compose, to_yaml
+from boolcl.errors import ConfigError
 
 
 def test_every_recipe_composes_and_validates():

@@ -1,11 +1,12 @@
 import json
 
 import pytest
+from conftest import dump_jsonl
 
-from boolcl.data.jsonl import DataError, read_jsonl, write_jsonl
+from boolcl.data.jsonl import read_jsonl, write_jsonl
 from boolcl.data.loaders import load_folder, load_retrieval_set, load_training_pool
 from boolcl.data.schema import CorpusDoc, EvalQuestion, TrainingExample
-from conftest import dump_jsonl
+from boolcl.errors import DataError
 
 GOOD = {"qid": "q1", "question": "Which passages are not about X?", "question_type": "not",
         "positive_ctxs": [{"passage_id": "a"}], "negative_ctxs": [{"passage_id": "b"}]}

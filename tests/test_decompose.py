@@ -5,16 +5,38 @@ import json
 import math
 
 import pytest
+from llm_server import LLMServer
 from omegaconf import OmegaConf
 
-from boolcl.baselines.combine import (Hits, hard_and, hard_not, hard_or, merge_hard, merge_soft, rank_scores,
-                                      soft_and, soft_not, soft_or, soft_score)
-from boolcl.baselines.config import DecomposeCfg
-from boolcl.baselines.decompose import OFFLINE_NAME, rule_decompose
-from boolcl.baselines.grammar import And, GrammarError, Not, Or, Term, parse, parse_infix, terms, to_infix, to_json
-from boolcl.config import ConfigError, compose
-from llm_server import LLMServer
-
+from boolcl.baselines.combine import (
+    Hits,
+    hard_and,
+    hard_not,
+    hard_or,
+    merge_hard,
+    merge_soft,
+    rank_scores,
+    soft_and,
+    soft_not,
+    soft_or,
+    soft_score,
+)
+from boolcl.config import compose
+from boolcl.config.schema import DecomposeCfg
+from boolcl.errors import ConfigError
+from boolcl.logic.grammar import (
+    And,
+    GrammarError,
+    Not,
+    Or,
+    Term,
+    parse,
+    parse_infix,
+    terms,
+    to_infix,
+    to_json,
+)
+from boolcl.logic.rules import OFFLINE_NAME, rule_decompose
 
 # --- grammar -----------------------------------------------------------------------------------
 
@@ -151,7 +173,7 @@ def sample():
 
 @pytest.fixture(scope="module")
 def minilm():
-    from boolcl.models import load_model
+    from boolcl.retrieval.models import load_model
 
     return load_model("offline-default", similarity="cosine", max_length=128)
 
@@ -173,7 +195,7 @@ def read(path):
 
 
 def test_end_to_end_offline_rules(tmp_path, sample, minilm, emb_cache):
-    from boolcl.evaluate.runner import evaluate_model, headline
+    from boolcl.scoring.runner import evaluate_model, headline
 
     cfg = make_cfg(tmp_path / "out", emb_cache)
     res = run_decompose_quiet(cfg, minilm, sample)

@@ -3,8 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from boolcl.config import ConfigError, compose
+from boolcl.config import compose
 from boolcl.data.schema import TrainingExample
+from boolcl.errors import ConfigError
 from boolcl.train.data import Collator, Item, ItemDataset
 from boolcl.train.decomposition import not_parts, synthetic_questions, teacher_targets
 from boolcl.train.not_aware import DecompositionDistill
@@ -56,7 +57,7 @@ def test_synthetic_wordings_reuse_each_groups_phrases_through_every_template():
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
 def test_teacher_targets_are_the_decomposition_arithmetic(tiny_model_dir, similarity):
-    from boolcl.models import load_model
+    from boolcl.retrieval.models import load_model
 
     model = load_model(str(tiny_model_dir), similarity=similarity)
     qs, parts = ["a, but not b?", "c other than d?"], [("A?", "B?"), ("C?", "D?")]
@@ -80,7 +81,7 @@ def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():
 
 
 def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_model_dir):
-    from boolcl.models import load_model
+    from boolcl.retrieval.models import load_model
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     t0, t1, s0, s1 = (torch.full((4,), float(x)) for x in range(4))

@@ -6,8 +6,6 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-
 
 @pytest.mark.slow
 def test_demo_prints_before_after_and_writes_a_loadable_checkpoint(tmp_path):

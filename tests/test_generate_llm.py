@@ -5,12 +5,13 @@ import asyncio
 import time
 
 import pytest
+from llm_server import LLMServer
 from omegaconf import OmegaConf
 
-from boolcl.config import LLMCfg
-from boolcl.generate.cache import AnswerCache
-from boolcl.generate.llm import LLM, LLMError, LLMStats, OpenAIBackend
-from llm_server import LLMServer
+from boolcl.config.schema import LLMCfg
+from boolcl.errors import LLMError
+from boolcl.llm.cache import AnswerCache
+from boolcl.llm.client import LLM, LLMStats, OpenAIBackend
 
 KEY_ENV = "BOOLCL_TEST_LLM_KEY"
 KEY = "sk-test-9f3c1e77-unit"

@@ -11,15 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from boolcl.config import ConfigError, compose
-from boolcl.data.jsonl import DataError
-from boolcl.data.loaders import load_retrieval_set, load_training_pool
-from boolcl.generate import offline
-from boolcl.generate.llm import LLMError
-from boolcl.generate.pipeline import report_path, run_generate
 from conftest import ROOT, dump_jsonl
 from llm_server import LLMServer
+
+from boolcl.config import compose
+from boolcl.data.loaders import load_retrieval_set, load_training_pool
+from boolcl.errors import ConfigError, DataError, LLMError
+from boolcl.generate import offline
+from boolcl.generate.pipeline import report_path, run_generate
 
 KEY_ENV = "BOOLCL_TEST_GEN_KEY"
 KEY = "sk-live-7d41b2a0c9e8-never-written"

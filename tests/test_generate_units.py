@@ -5,17 +5,23 @@ import json
 
 import numpy as np
 import pytest
+from conftest import dump_jsonl
 
-from boolcl.data.jsonl import DataError
+from boolcl.errors import DataError
 from boolcl.generate import offline, parse, prompts
-from boolcl.generate.cache import AnswerCache, cache_key, request_identity
-from boolcl.generate.cluster import Group, by_clustering, by_page, by_prefix, choose_strategy, sample_indices
+from boolcl.generate.cluster import (
+    Group,
+    by_clustering,
+    by_page,
+    by_prefix,
+    choose_strategy,
+    sample_indices,
+)
 from boolcl.generate.compose import Draw, draw_stream, split_counts
 from boolcl.generate.corpus import load_passages
 from boolcl.generate.filter import decide
 from boolcl.generate.negatives import mine
-
-from conftest import dump_jsonl
+from boolcl.llm.cache import AnswerCache, cache_key, request_identity
 
 # --- parsing what LLMs really return ----------------------------------------------------------
 

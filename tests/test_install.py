@@ -14,7 +14,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 # what a fresh clone has and a build needs; caches, outputs and environments stay behind

@@ -5,7 +5,7 @@ import ir_measures
 import pytest
 from ir_measures import RR, R, nDCG
 
-from boolcl.evaluate import metrics
+from boolcl.scoring import metrics
 
 
 def random_case(seed: int, graded: bool):

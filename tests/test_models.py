@@ -1,6 +1,14 @@
 import pytest
 
-from boolcl.models import OFFLINE_DEFAULT, PACKAGED_HUB_ID, ModelError, fingerprint, load_model, packaged_model_dir, resolve
+from boolcl.errors import ModelError
+from boolcl.retrieval.models import (
+    OFFLINE_DEFAULT,
+    PACKAGED_HUB_ID,
+    fingerprint,
+    load_model,
+    packaged_model_dir,
+    resolve,
+)
 
 
 def test_offline_default_is_found_through_the_installed_package():

@@ -7,12 +7,13 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT, write_pool
 
-from boolcl.config import ConfigError, compose
+from boolcl.config import compose
+from boolcl.errors import ConfigError
 from boolcl.train.data import Collator, EpochShuffle, Item, ItemDataset, passage_key
 from boolcl.train.loop import train
 from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
-from conftest import ROOT, write_pool
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def test_labelled_negatives_are_always_chosen_first():
 
 
 def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_model_dir):
-    from boolcl.models import load_model
+    from boolcl.retrieval.models import load_model
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     items = [Item("not q", ["a", "b"], ["A", "B"], ["x", "m"], ["X", "M"], "not", n_explicit=1, partner="plain q"),

@@ -6,13 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import dump_jsonl
 
 from boolcl.config import compose
-from boolcl.data.jsonl import DataError
-from boolcl.data.quest import (TEMPLATE_OPERATORS, categories_of, doc_id, load_quest, operator_of,
-                               read_documents, subsample)
-from boolcl.evaluate.benchmarks import evaluate_benchmark, parse_spec
-from conftest import dump_jsonl
+from boolcl.data.quest import (
+    TEMPLATE_OPERATORS,
+    categories_of,
+    doc_id,
+    load_quest,
+    operator_of,
+    read_documents,
+    subsample,
+)
+from boolcl.data.spec import parse_data_spec as parse_spec
+from boolcl.errors import DataError
+from boolcl.evaluate.benchmarks import evaluate_benchmark
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -179,7 +187,7 @@ def test_specs():
     assert parse_spec("quest").split == "test" and parse_spec("quest").path is None
     with pytest.raises(DataError, match="unknown QUEST split 'dev'"):
         parse_spec("quest-dev")
-    assert parse_spec("quest-val:/data/quest").__dict__ == {
+    assert parse_spec("quest-val:/data/quest").__dict__ == {"spec": "quest-val:/data/quest",
         "kind": "quest", "name": "quest-val", "split": "val", "task": None, "path": "/data/quest"}
 
 
@@ -242,7 +250,7 @@ def test_trec_run_ids_are_checked(release, tmp_path):
 
 
 def test_tiny_model_full_corpus_search(release, tiny_model_dir, tmp_path):
-    from boolcl.evaluate.report import write_results
+    from boolcl.scoring.report import write_results
 
     result, data = evaluate_benchmark(f"quest:{release}", str(tiny_model_dir), cfg("eval.max_corpus=20", "seed=3"))
     assert result.settings["passages"] == 20 and data["passages"] == 20  # 7 labelled + 13 sampled

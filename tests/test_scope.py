@@ -3,13 +3,29 @@ import json
 
 import pytest
 import torch
-
-from boolcl.config import ConfigError, compose
-from boolcl.models import load_model
-from boolcl.pooling import EXCLUDED, MARKER, ORDINARY, ScopePooling, install, scope_pooling
-from boolcl.train.data import Item
-from boolcl.train.scope import IGNORE, UNKNOWN, ScopeSentences, practice_sentence, row_spans, token_labels, warm_up
 from conftest import ROOT
+
+from boolcl.config import compose
+from boolcl.errors import ConfigError
+from boolcl.pooling import (
+    EXCLUDED,
+    MARKER,
+    ORDINARY,
+    ScopePooling,
+    install,
+    scope_pooling,
+)
+from boolcl.retrieval.models import load_model
+from boolcl.train.data import Item
+from boolcl.train.scope import (
+    IGNORE,
+    UNKNOWN,
+    ScopeSentences,
+    practice_sentence,
+    row_spans,
+    token_labels,
+    warm_up,
+)
 
 SAMPLE = ROOT / "boolcl" / "data" / "sample"
 
@@ -168,7 +184,8 @@ def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(t
     import subprocess
     import sys
 
-    from boolcl.baselines.decompose import _NOT_INFIX, negation_span
+    from boolcl.logic.rules import negation_span
+    from boolcl.words import EXCLUSION_INFIX, UNSEEN_WORDINGS
 
     script = ROOT / "scripts" / "unseen_wordings.py"
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "u")], capture_output=True, text=True, timeout=120)
@@ -185,7 +202,8 @@ def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(t
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     templates = compose([]).train.scope.templates
-    for wording in module.WORDINGS:  # words the rules and the practice templates never use
+    assert module.UNSEEN_WORDINGS is UNSEEN_WORDINGS
+    for wording in UNSEEN_WORDINGS:  # words the rules and the practice templates never use
         words = " ".join(wording.replace("{keep}", " ").replace("{drop}", " ").strip(" ,?").split())
-        assert not [m for m in _NOT_INFIX if re.search(r"\b" + re.escape(m) + r"\b", words)], wording
+        assert not [m for m in EXCLUSION_INFIX if re.search(r"\b" + re.escape(m) + r"\b", words)], wording
         assert not [t for t in templates if words in t], wording

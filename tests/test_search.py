@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from boolcl.evaluate.search import normalize, search, torch_search
+from boolcl.retrieval.search import normalize, search, torch_search
 
 
 def test_faiss_and_torch_agree_and_are_exact():
@@ -24,7 +24,7 @@ def test_k_larger_than_corpus_and_cosine():
 
 
 def test_faiss_backend_missing_is_an_error(monkeypatch):
-    import boolcl.evaluate.search as s
+    import boolcl.retrieval.search as s
 
     monkeypatch.setattr(s, "_faiss", lambda: None)  # simulate an install without faiss
     with pytest.raises(ImportError, match="faiss-cpu"):

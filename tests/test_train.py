@@ -6,13 +6,13 @@ import sys
 
 import pytest
 import torch
-
-from boolcl.config import ConfigError, compose
-from boolcl.data.jsonl import DataError
-from boolcl.train.data import Collator, ItemDataset, Item
-from boolcl.train.losses import InfoNCE
-from boolcl.train.loop import TrainingError, train
 from conftest import ROOT, dump_jsonl, write_pool
+
+from boolcl.config import compose
+from boolcl.errors import ConfigError, DataError, TrainingError
+from boolcl.train.data import Collator, Item, ItemDataset
+from boolcl.train.loop import train
+from boolcl.train.losses import InfoNCE
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def tiny_cfg(tiny_model_dir, pool, out, *extra):
 
 
 def test_collator_and_loss_mask_other_queries_labelled_positives(tiny_model_dir):
-    from boolcl.models import load_model
+    from boolcl.retrieval.models import load_model
     from boolcl.train.losses import false_negative_mask
 
     tok = load_model(str(tiny_model_dir)).tokenizer
@@ -297,7 +297,7 @@ def test_group_by_length_makes_homogeneous_batches_in_random_order():
 def test_training_on_the_not_pool_teaches_negation(tmp_path):
     """The packaged MiniLM, trained on the sample's NOT pool, ranks excluded passages lower."""
     from boolcl.data.loaders import load_retrieval_set
-    from boolcl.evaluate.command import evaluate_spec
+    from boolcl.scoring.runner import evaluate_spec
 
     cfg = compose(["recipe=tiny", "train.operators=[not]", "train.original=none", "train.epochs=4",
                    "train.report_to=[]", f"out={tmp_path / 'not'}"])

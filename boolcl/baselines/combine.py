@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grammar import And, Expr, Not, Or, Term, terms
+from boolcl.logic.grammar import And, Expr, Not, Term, terms
+from boolcl.retrieval.search import search
+from boolcl.scoring.metrics import rank
 
 SOFT_RULES = ("linear", "rank")
 
@@ -48,9 +50,8 @@ class Hits:
 
 
 def ranked(scores: dict, limit: int | None = None) -> list[tuple[str, float]]:
-    """Best first; ties broken by docid so runs are reproducible."""
-    out = sorted(scores.items(), key=lambda x: (-x[1], x[0]))
-    return out[:limit] if limit else out
+    """Best first, ties broken as every boolcl ranking breaks them (scoring.metrics.rank)."""
+    return rank(scores.items(), limit)
 
 
 def rank_scores(hits: Hits, rrf_k: float = 60.0) -> Hits:
@@ -140,8 +141,6 @@ def soft_score(expr: Expr, leaf: dict[str, Hits], original: Hits | None, *, lam:
 def retrieve(q_emb: np.ndarray, p_emb: np.ndarray, ids: list[str], depth: int) -> list[Hits]:
     """Top-`depth` passages per query row with the evaluator's exact search (already normalised
     when the model is cosine)."""
-    from ..evaluate.search import search
-
     if len(q_emb) == 0:
         return []
     scores, idx = search(q_emb, p_emb, depth)

@@ -12,11 +12,26 @@ import json
 import time
 from pathlib import Path
 
-from ..config import ConfigError
-from ..data.jsonl import atomic_write_text
-from .combine import leaf_questions, merge_hard, ranked, retrieve, soft_score
-from .config import check
-from .decompose import OFFLINE_NAME, DecompositionReport, llm_decompose, offline_decompose
+from boolcl.baselines.combine import (
+    leaf_questions,
+    merge_hard,
+    ranked,
+    retrieve,
+    soft_score,
+)
+from boolcl.baselines.decompose import DecompositionReport, llm_decompose
+from boolcl.config import validate
+from boolcl.data.loaders import load_retrieval_set
+from boolcl.errors import ConfigError
+from boolcl.files import atomic_write_text
+from boolcl.logic.rules import OFFLINE_NAME, offline_decompose
+from boolcl.retrieval.cache import cache_key, default_dir, encode_cached
+from boolcl.retrieval.encode import autocast_dtype, encode
+from boolcl.retrieval.models import fingerprint, load_eval_model
+from boolcl.retrieval.prompts import prompts_for
+from boolcl.retrieval.search import normalize
+from boolcl.scoring.report import print_table, write_results
+from boolcl.scoring.runner import data_info, headline, score_run
 
 
 def default_out(cfg, data_name: str) -> Path:
@@ -35,9 +50,6 @@ def _decompose(cfg, rset):
 
 
 def _corpus_embeddings(model, rset, cfg, model_fp: str, q_prompt, p_prompt, show_progress: bool):
-    from ..evaluate.cache import cache_key, default_dir, encode_cached
-    from ..evaluate.encode import autocast_dtype, encode
-
     def encode_passages(texts):
         return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt,
                       desc=f"passages ({rset.name})", show_progress=show_progress)
@@ -58,18 +70,11 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     `model` / `rset` may be passed already loaded (a caller evaluating several settings
     on one set); otherwise they are loaded from the config like `boolcl evaluate` does.
     """
-    from ..data.loaders import load_retrieval_set
-    from ..evaluate.command import data_info
-    from ..evaluate.encode import encode
-    from ..evaluate.report import print_table, write_results
-    from ..evaluate.runner import headline, prompts_for, score_run
-    from ..evaluate.search import normalize
-    from ..models import fingerprint
 
     if "decompose" not in cfg:
-        raise ConfigError("the config has no 'decompose' section (boolcl.baselines.config.DecomposeCfg)")
+        raise ConfigError("the config has no 'decompose' section (boolcl.config.schema.DecomposeCfg)")
     dcfg = cfg.decompose
-    check(dcfg)
+    validate(cfg)
     if str(dcfg.backend) == "llm" and str(cfg.llm.backend) == "offline":
         raise ConfigError("decompose.backend=llm needs an endpoint: set llm.backend=openai (and llm.base_url / "
                           "llm.model), or use decompose.backend=offline for the rule-based decomposer")
@@ -79,7 +84,6 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     if rset is None:
         rset = load_retrieval_set(cfg.data)
     if model is None:
-        from ..evaluate.command import load_eval_model
 
         model, info = load_eval_model(str(cfg.model), cfg)
         model_fp = info["fingerprint"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
 
-from . import safe_pickle
-from .jsonl import DataError
-from .loaders import load_hf_split
+from boolcl.data import safe_pickle
+from boolcl.data.hub import load_hf_split
+from boolcl.errors import DataError
 
 TASKS = ("arguana", "clinical-trial", "doris-mae", "relic", "wtb")
 SPLITS = ("test", "dev")

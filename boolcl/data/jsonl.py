@@ -1,29 +1,21 @@
 """JSONL in and out, validating every row.
 
 A bad row stops the read with the file, the line number and the field, because a
-silently skipped row changes what a run trained or evaluated on. Writes go to a
-temporary file renamed into place, so a killed run never leaves half a file.
+silently skipped row changes what a run trained or evaluated on. Writes go through
+boolcl.files' atomic writer, so a killed run never leaves half a file.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from .schema import RowError
+from boolcl.data.schema import RowError
+from boolcl.errors import DataError
+from boolcl.files import atomic_write_text
 
 T = TypeVar("T")
-
-
-class DataError(ValueError):
-    """A data file that cannot be used; the message names file, line and field."""
-
-    def __init__(self, path: str | os.PathLike, line: int | None, message: str, field: str | None = None):
-        where = f"{path}" + (f":{line}" if line is not None else "")
-        super().__init__(f"{where}: {message}")
-        self.path, self.line, self.field = str(path), line, field
 
 
 def iter_jsonl(path: str | os.PathLike, parse: Callable[[dict], T]) -> Iterator[T]:
@@ -57,21 +49,6 @@ def read_jsonl(path: str | os.PathLike, parse: Callable[[dict], T], *, unique: C
             seen[key] = i
         rows.append(row)
     return rows
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable) -> int:

@@ -6,96 +6,25 @@ declares the configs), so the offline tests exercise the code users run online.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonl import DataError, read_jsonl
-from .schema import Context, CorpusDoc, EvalQuestion, RowError, TrainingExample
+from boolcl.data.hub import load_hf_split
+from boolcl.data.jsonl import read_jsonl
+from boolcl.data.schema import (
+    Context,
+    CorpusDoc,
+    EvalQuestion,
+    RowError,
+    TrainingExample,
+)
+from boolcl.data.sets import Corpus, RetrievalSet
+from boolcl.data.spec import BOOLQUESTIONS, parse_data_spec
+from boolcl.errors import DataError
 
 HUB_ID = "ustc-zhangzm/BoolQuestions"
 MSMARCO_DEV_HUB = "mteb/msmarco"  # configs default (qrels), corpus, queries; the dev split has 6,980 queries
-BOOLQUESTIONS = {"boolquestions-msmarco": "MSMARCO", "boolquestions-nq": "NaturalQuestions"}
 SAMPLE_DIR = Path(__file__).with_name("sample")
-
-
-@dataclass
-class Corpus:
-    """Passages as parallel columns: cheap for millions of rows, easy to shard."""
-
-    ids: list[str]
-    texts: list[str]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @classmethod
-    def from_docs(cls, docs: list[CorpusDoc]) -> "Corpus":
-        return cls([d.docid for d in docs], [d.text() for d in docs])
-
-
-@dataclass
-class RetrievalSet:
-    name: str
-    questions: list[EvalQuestion]
-    corpus: Corpus
-    source: str  # where it was read from, for results.json
-
-    def corpus_fingerprint(self) -> str:
-        """A hash of every passage id and text (computed once): the embedding cache key and results.json."""
-        if getattr(self, "_corpus_fp", None) is None:
-            h = hashlib.blake2b(digest_size=16)
-            for pid, text in zip(self.corpus.ids, self.corpus.texts):
-                h.update(pid.encode() + b"\0" + text.encode() + b"\1")
-            self._corpus_fp = h.hexdigest()
-        return self._corpus_fp
-
-    def questions_fingerprint(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        for q in self.questions:
-            h.update(json.dumps(q.to_dict(), sort_keys=True).encode())
-        return h.hexdigest()
-
-
-def _hub_error(source: str, config: str, err: Exception) -> DataError:
-    hint = (f"could not load {source!r} config {config!r} ({type(err).__name__}: {err}). "
-            "Without access to the Hugging Face hub, download the dataset repository elsewhere "
-            "and point at the folder: data=boolquestions-msmarco:/path/to/BoolQuestions")
-    return DataError(source, None, hint)
-
-
-def files_stamp(folder: Path) -> str:
-    """A cheap identity for a folder's contents: every file's relative name, size and mtime."""
-    h = hashlib.blake2b(digest_size=12)
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()
-
-
-def local_cache_dir(folder: Path) -> str:
-    """A datasets cache folder keyed by the local copy's path and files.
-
-    `datasets` keys its cache for a local repository by folder name and config only, so
-    two different local copies (or an edited one) would silently share stale Arrow files.
-    """
-    key = hashlib.blake2b(f"{folder.resolve()}:{files_stamp(folder)}".encode(), digest_size=8).hexdigest()
-    base = Path(os.environ.get("BOOLCL_CACHE", Path.home() / ".cache" / "boolcl"))
-    return str(base / "datasets" / key)
-
-
-def load_hf_split(source: str, config: str, split: str):
-    """`datasets.load_dataset` for a hub id or a local copy of a hub repository."""
-    import datasets
-
-    cache_dir = local_cache_dir(Path(source)) if Path(source).is_dir() else None
-    try:
-        return datasets.load_dataset(source, config, split=split, cache_dir=cache_dir)
-    except Exception as err:  # datasets raises many types for network/offline/missing files
-        raise _hub_error(source, config, err) from None
 
 
 def _rows(ds, parse, label: str):
@@ -193,15 +122,15 @@ def subsample(rs: RetrievalSet, max_corpus: int, seed: int) -> tuple[RetrievalSe
 
 
 def load_retrieval_set(spec: str) -> RetrievalSet:
-    """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, or a folder."""
-    if spec == "sample":
+    """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, `msmarco-dev`, or a folder."""
+    ds = parse_data_spec(spec)
+    if ds.kind == "sample":
         return load_folder(SAMPLE_DIR, "sample")
-    name, _, local = spec.partition(":")
-    if name in BOOLQUESTIONS:
-        return load_boolquestions(name, local or HUB_ID)
-    if name == "msmarco-dev":
-        return load_msmarco_dev(local or MSMARCO_DEV_HUB)
-    if Path(spec).is_dir():
+    if ds.kind == "boolquestions":
+        return load_boolquestions(ds.name, ds.path or HUB_ID)
+    if ds.kind == "msmarco-dev":
+        return load_msmarco_dev(ds.path or MSMARCO_DEV_HUB)
+    if ds.kind == "folder":
         return load_folder(spec)
     raise DataError(spec, None, "unknown data set; use 'sample', 'boolquestions-msmarco', 'boolquestions-nq', "
                     "'msmarco-dev' (optionally ':/path/to/local/copy'), quest..., birco-..., or a folder with "

@@ -36,9 +36,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .jsonl import DataError, iter_jsonl
-from .loaders import Corpus
-from .schema import RowError
+from boolcl.data.jsonl import iter_jsonl
+from boolcl.data.schema import RowError
+from boolcl.data.sets import Corpus
+from boolcl.errors import DataError
 
 HUB_ID = "cmalaviya/quest"
 SPLIT_FILES = {"test": "test.jsonl", "val": "val.jsonl", "train": "train.jsonl"}

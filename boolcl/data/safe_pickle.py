@@ -15,7 +15,7 @@ import os
 import pickle
 from pathlib import Path
 
-from .jsonl import DataError
+from boolcl.errors import DataError
 
 # numpy < 2 writes `numpy.core.multiarray`, numpy >= 2 writes `numpy._core.multiarray`.
 SCALAR_NAMES = {("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}

@@ -26,62 +26,29 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import birco as birco_data
-from ..data import quest as quest_data
-from ..data.jsonl import DataError
-from ..data.loaders import RetrievalSet
-from ..data.schema import Context, EvalQuestion
-from . import metrics
-from .encode import encode
-from .report import read_trec_run  # noqa: F401  (part of this module's interface)
-from .runner import RUN_DEPTH, EvalResult, evaluate_model, prompts_for
-from .search import normalize
+from boolcl.data import birco as birco_data
+from boolcl.data import quest as quest_data
+from boolcl.data.schema import Context, EvalQuestion
+from boolcl.data.sets import RetrievalSet
+from boolcl.data.spec import DataSpec, parse_data_spec
+from boolcl.errors import DataError
+from boolcl.retrieval.encode import encode
+from boolcl.retrieval.models import load_eval_model
+from boolcl.retrieval.prompts import prompts_for
+from boolcl.retrieval.search import normalize
+from boolcl.scoring import metrics
+from boolcl.scoring.report import read_trec_run  # noqa: F401  (part of this module's interface)
+from boolcl.scoring.runner import RUN_DEPTH, EvalResult, evaluate_model
 
 QUEST_RECALL_KS = (20, 100)
 BIRCO_MAIN_K = 10  # the BIRCO paper's nDCG@10
 SHOW_PROGRESS = True  # progress bars while encoding
 
 
-@dataclass
-class BenchmarkSpec:
-    kind: str  # quest | birco
-    name: str  # quest, quest-val, birco, birco-relic, birco-relic-dev
-    split: str
-    task: str | None  # BIRCO task; None: every task found
-    path: str | None  # None: the hub
-
-
-def parse_spec(spec: str) -> BenchmarkSpec | None:
-    """The benchmark a `data=` value names, or None when it names none."""
-    name, sep, path = spec.partition(":")
-    path = path if sep and path else None
-    if name in ("quest", "quest-test"):
-        return BenchmarkSpec("quest", "quest", "test", None, path)
-    if name.startswith("quest-"):
-        if name[6:] not in quest_data.SPLIT_FILES:
-            raise DataError(spec, None, f"unknown QUEST split {name[6:]!r}; use quest[:PATH] (test) or "
-                            f"quest-<split>[:PATH] with a split of {', '.join(quest_data.SPLIT_FILES)}")
-        return BenchmarkSpec("quest", f"quest-{name[6:]}", name[6:], None, path)
-    if name == "birco" or name in ("birco-dev", "birco-test"):
-        split = "dev" if name == "birco-dev" else "test"
-        return BenchmarkSpec("birco", "birco" + ("-dev" if split == "dev" else ""), split, None, path)
-    if name.startswith("birco-"):
-        rest, split = name[6:], "test"
-        for s in birco_data.SPLITS:
-            if rest.endswith(f"-{s}") and rest[: -len(s) - 1] in birco_data.TASKS:
-                rest, split = rest[: -len(s) - 1], s
-        if rest not in birco_data.TASKS:
-            raise DataError(spec, None, f"unknown BIRCO task {rest!r}; use birco-<task>[-dev][:PATH] with a task "
-                            f"of {', '.join(birco_data.TASKS)}, or birco[:PATH] for all")
-        return BenchmarkSpec("birco", f"birco-{rest}" + ("" if split == "test" else f"-{split}"), split, rest, path)
-    return None
-
-
 def is_benchmark(spec: str) -> bool:
-    return parse_spec(spec) is not None if spec.startswith(("quest", "birco")) else False
+    return parse_data_spec(spec).is_benchmark
 
 
 def _cfg(cfg, key: str, default=None):
@@ -125,8 +92,6 @@ def _rank_pickle_in(folder: Path, task: str) -> Path:
 # ----------------------------------------------------------------------------- model loading
 
 def _load_model(model_spec: str, cfg):
-    from .command import load_eval_model
-
     return load_eval_model(model_spec, cfg)
 
 
@@ -209,7 +174,7 @@ def _birco_file_runs(run_path: Path, tasks: list[birco_data.BircoTask], multi: b
     return runs, {"path": str(run_path.resolve()), "format": fmt, "files": files}
 
 
-def _evaluate_birco(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+def _evaluate_birco(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
     k = int(_cfg(cfg, "eval.k", 10))
     if bs.task is not None:
         tasks = [birco_data.load_birco(bs.task, bs.path, bs.split)]
@@ -297,7 +262,7 @@ def quest_values(ranked: dict[str, list[str]], qrels: dict, negatives: dict, k: 
     return values
 
 
-def _evaluate_quest(bs: BenchmarkSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+def _evaluate_quest(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
     k = int(_cfg(cfg, "eval.k", 10))
     depth = max(k, RUN_DEPTH, *QUEST_RECALL_KS)
     run_path = _cfg(cfg, "run")
@@ -365,8 +330,8 @@ def evaluate_benchmark(spec: str, model_spec: str | None, cfg) -> tuple[EvalResu
     model's description (spec, origin, fingerprint, similarity) is in `settings["model"]`;
     with a ranking file, its path and format are in `settings["run"]`.
     """
-    bs = parse_spec(spec)
-    if bs is None:
+    bs = parse_data_spec(spec)
+    if not bs.is_benchmark:
         raise DataError(spec, None, "not a QUEST or BIRCO spec; use quest[-val|-train][:PATH], "
                         "birco-<task>[-dev][:PATH] or birco[:PATH]")
     if bs.kind == "quest":

@@ -3,47 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ..config import ConfigError
-from ..data.loaders import RetrievalSet, load_retrieval_set, subsample
-from ..models import fingerprint, load_model
-from ..distributed import process_state
-from .report import results_dict, write_results
-from .runner import EvalResult, evaluate_model
-
-
-def load_eval_model(model_spec: str, cfg) -> tuple:
-    """The model to evaluate and its description for results.json.
-
-    A checkpoint folder knows its own similarity; a hub id or the packaged base takes
-    `similarity` from the config. One rule for evaluate, the benchmarks and the baselines.
-    """
-    similarity = None if Path(model_spec).is_dir() else OmegaConf.select(cfg, "similarity")
-    model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"))
-    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": fingerprint(model),
-            "similarity": model.similarity_fn_name}
-    return model, info
-
-
-def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *,
-                  show_progress: bool = True) -> tuple[EvalResult, dict]:
-    """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
-    from .cache import default_dir
-
-    model, info = load_eval_model(model_spec, cfg)
-    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
-    result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
-                            query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
-                            show_progress=show_progress, cache_dir=cache_dir, model_fp=info["fingerprint"],
-                            shard_size=cfg.eval.shard_size)
-    return result, info
-
-
-def data_info(rset: RetrievalSet) -> dict:
-    return {"name": rset.name, "source": rset.source, "questions": len(rset.questions),
-            "passages": len(rset.corpus), "corpus_fingerprint": rset.corpus_fingerprint(),
-            "questions_fingerprint": rset.questions_fingerprint()}
+from boolcl.data.loaders import load_retrieval_set, subsample
+from boolcl.distributed import process_state
+from boolcl.errors import ConfigError
+from boolcl.evaluate.benchmarks import evaluate_benchmark, is_benchmark
+from boolcl.scoring.report import read_trec_run, results_dict, write_results
+from boolcl.scoring.runner import EvalResult, data_info, evaluate_spec, score_run
 
 
 def default_out(model_spec: str | None, cfg: DictConfig, data_name: str) -> Path:
@@ -62,10 +29,6 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
     benchmark (quest..., birco-...); `out` defaults to CHECKPOINT/eval/<data> or
     results/<model>-<data>.
     """
-    from .benchmarks import evaluate_benchmark, is_benchmark
-    from .report import read_trec_run
-    from .runner import score_run
-
     if cfg.run and model_spec and model_spec != cfg.model:
         raise ConfigError("give either a model to evaluate or run=FILE to score, not both")
     if is_benchmark(cfg.data):

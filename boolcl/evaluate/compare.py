@@ -32,18 +32,25 @@ from typing import Any, Sequence
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..config import ConfigError
-from ..data.jsonl import atomic_write_text
-from ..data.loaders import BOOLQUESTIONS
-from ..models import ModelError
-from .significance import paired_test
+from boolcl.config import validate
+from boolcl.data.spec import parse_data_spec
+from boolcl.errors import ConfigError, ModelError
+from boolcl.evaluate.command import run_evaluate
+from boolcl.evaluate.measures import (
+    group_order,
+    headline_measures,
+    lower_is_better,
+    measure_order,
+)
+from boolcl.evaluate.plot import plot_compare
+from boolcl.evaluate.significance import paired_test
+from boolcl.files import atomic_write_text
 
-BOOLEAN_ORDER = ("AND", "OR", "NOT")
 SEED_SUFFIX = re.compile(r"^(?P<prefix>.+)[-_.](?:s|seed)[-_=]?(?P<seed>\d+)$")
 TIMESTAMP_SUFFIX = re.compile(r"-\d{8}-\d{6}$")  # train.py's run folders: <recipe>-YYYYmmdd-HHMMSS
 MIN_OVERLAP = 0.5  # fewer questions in common than this share of the largest set: different data
@@ -78,13 +85,8 @@ class Run:
 
 
 def data_name(spec: str) -> str:
-    """The name `load_retrieval_set(spec)` gives its set, without loading it."""
-    if spec == "sample":
-        return "sample"
-    name = spec.partition(":")[0]
-    if name in BOOLQUESTIONS:
-        return name
-    return Path(spec).name or spec
+    """The name `boolcl evaluate` gives the set `spec` (its eval/<name>/ folder), without loading it."""
+    return parse_data_spec(spec).name
 
 
 def _read(path: Path) -> dict:
@@ -152,7 +154,6 @@ def _recorded_seed(results: dict, folder: Path | None) -> int | None:
 def load_runs(inputs: Sequence[str], cfg: DictConfig, *, console: Console | None = None,
               embedded_base: bool = True) -> list[Run]:
     """A Run per input (evaluating the ones without results), plus embedded bases; names unique."""
-    from .command import run_evaluate
 
     console = console or Console()
     if not inputs:
@@ -330,21 +331,6 @@ def _mean_results(members: Sequence[Run]) -> dict:
 # ---------------------------------------------------------------- the comparison
 
 
-def group_order(names) -> list[str]:
-    """ALL, then AND/OR/NOT as in the paper, then any other groups (e.g. BIRCO tasks) sorted."""
-    names = set(names) - {"ALL"}
-    return ["ALL"] + [g for g in BOOLEAN_ORDER if g in names] + sorted(names - set(BOOLEAN_ORDER))
-
-
-def measure_order(measures, k: int) -> list[str]:
-    first = [m for m in (f"MRR@{k}", f"NegRecall@{k}") if m in measures]
-    return first + sorted(set(measures) - set(first))
-
-
-def lower_is_better(measure: str) -> bool:
-    return measure.startswith("NegRecall")
-
-
 def _cell_values(run: Run, measure: str, qids: Sequence[str]) -> list[float]:
     values = run.per_query.get(measure) or {}
     return [values[q] for q in qids if values.get(q) is not None]
@@ -446,11 +432,6 @@ def fmt_p(p: float | None, sign: bool = False) -> str:
     if p < 0.001:
         return "<0.001"
     return f"={p:.3f}" if sign else f"{p:.3f}"
-
-
-def headline_measures(payload: dict) -> list[str]:
-    k = payload["k"]
-    return [m for m in (f"MRR@{k}", f"NegRecall@{k}") if m in payload["measures"]] or payload["measures"][:2]
 
 
 def _short(measure: str) -> str:
@@ -555,12 +536,7 @@ def run_compare(inputs: list[str], cfg: DictConfig, out: str | None = None, *, s
     c = cfg.compare
     if seeds is None:
         seeds = bool(OmegaConf.select(cfg, "compare.seeds", default=False))
-    if c.test not in ("randomization", "bootstrap"):
-        raise CompareError(f"compare.test={c.test!r} is not one of: bootstrap, randomization")
-    if c.samples < 1:
-        raise CompareError(f"compare.samples must be >= 1, got {c.samples}")
-    if not 0 < c.alpha < 1:
-        raise CompareError(f"compare.alpha must be in (0, 1), got {c.alpha}")
+    validate(cfg)
     runs = load_runs(list(inputs), cfg, console=console, embedded_base=embedded_base)
     by_data: dict[str, list[Run]] = {}
     for r in runs:
@@ -588,8 +564,6 @@ def _slug(name: str) -> str:
 
 def _compare_group(runs: list[Run], cfg: DictConfig, out_dir: Path, console: Console, seeds: bool) -> dict:
     """One comparison: runs on one data set."""
-    from .plot import plot_compare
-
     c = cfg.compare
     qids, notes = check_same_data(runs)
     if seeds:

@@ -6,12 +6,15 @@ mean over seeds (± std). Rendered with matplotlib's Agg backend, so it works he
 """
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 import matplotlib
+
+from boolcl.evaluate.measures import headline_measures
+from boolcl.files import atomic_write_bytes
 
 matplotlib.use("Agg")  # no display needed; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
@@ -61,8 +64,6 @@ def _panel(ax, payload: dict, measure: str, runs: Sequence[str], colors: Sequenc
 
 def plot_compare(payload: dict, path: str | os.PathLike, measures: Sequence[str] | None = None) -> Path:
     """Write the comparison's bar chart (MRR@k and NegRecall@k panels) to `path` (PNG); return it."""
-    from .compare import headline_measures
-
     path = Path(path)
     measures = list(measures or headline_measures(payload))
     runs = list(payload["cells"])  # baseline first
@@ -90,15 +91,9 @@ def plot_compare(payload: dict, path: str | os.PathLike, measures: Sequence[str]
         fig.suptitle(f"{data}: {payload['questions']} questions  ·  * p < {payload['alpha']:g} vs "
                      f"{payload['baseline']} (paired {test} test)", fontsize=11)
         fig.legend(handles, labels, loc="outside lower center", ncol=min(len(runs), 6), frameon=False, fontsize=9)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, dpi=150)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=150)
+        atomic_write_bytes(path, png.getvalue())
     finally:
         plt.close(fig)
     return path

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from boolcl.data.spec import parse_data_spec
+
 FULL_WARD_LIMIT = 5000  # above this many points, cluster on a kNN connectivity graph
 
 
@@ -30,9 +32,10 @@ def choose_strategy(grouping: str, corpus_spec: str, titles: list[str | None]) -
     """`auto`: the sample's docid prefixes; pages where successive passages share a title (NQ); else clusters."""
     if grouping != "auto":
         return grouping
-    if corpus_spec == "sample":
+    spec = parse_data_spec(corpus_spec, files=True)
+    if spec.kind == "sample":
         return "prefix"
-    if corpus_spec.startswith("boolquestions-msmarco"):
+    if spec.name == "boolquestions-msmarco":
         return "cluster"
     if any(a and a == b for a, b in zip(titles, titles[1:])):
         return "page"

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
-from .cluster import Group
+from boolcl.generate.cluster import Group
 
 OPERATORS = ("and", "or", "not")
 

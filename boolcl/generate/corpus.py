@@ -11,9 +11,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data.jsonl import DataError, read_jsonl
-from ..data.loaders import BOOLQUESTIONS, HUB_ID, SAMPLE_DIR, load_hf_split, load_retrieval_set
-from ..data.schema import CorpusDoc
+from boolcl.data.hub import load_hf_split
+from boolcl.data.jsonl import read_jsonl
+from boolcl.data.loaders import HUB_ID, SAMPLE_DIR, load_retrieval_set
+from boolcl.data.schema import CorpusDoc
+from boolcl.data.spec import BOOLQUESTIONS, parse_data_spec
+from boolcl.errors import DataError
 
 
 @dataclass
@@ -51,20 +54,18 @@ def _from_hub(name: str, source: str) -> tuple[list[CorpusDoc], str]:
 
 
 def read_docs(spec: str) -> tuple[list[CorpusDoc], str]:
-    if spec == "sample":
-        path = SAMPLE_DIR / "corpus.jsonl"
-        return read_jsonl(path, CorpusDoc.from_dict), "sample"
-    name, _, local = spec.partition(":")
-    if name in BOOLQUESTIONS:
-        return _from_hub(name, local or HUB_ID)
-    path = Path(spec)
-    if path.is_dir():
-        path = path / "corpus.jsonl"
-    if not path.is_file():
-        raise DataError(spec, None, "corpus not found; use generate.corpus=sample, boolquestions-msmarco, "
-                        "boolquestions-nq (optionally ':/path/to/local/copy'), a corpus JSONL file or a folder "
-                        "with corpus.jsonl")
-    return read_jsonl(path, CorpusDoc.from_dict), str(path)
+    ds = parse_data_spec(spec, files=True)
+    if ds.kind == "sample":
+        return read_jsonl(SAMPLE_DIR / "corpus.jsonl", CorpusDoc.from_dict), "sample"
+    if ds.kind == "boolquestions":
+        return _from_hub(ds.name, ds.path or HUB_ID)
+    if ds.kind in ("folder", "file"):
+        path = Path(spec) / "corpus.jsonl" if ds.kind == "folder" else Path(spec)
+        if path.is_file():
+            return read_jsonl(path, CorpusDoc.from_dict), str(path)
+    raise DataError(spec, None, "corpus not found; use generate.corpus=sample, boolquestions-msmarco, "
+                    "boolquestions-nq (optionally ':/path/to/local/copy'), a corpus JSONL file or a folder "
+                    "with corpus.jsonl")
 
 
 def load_passages(spec: str, *, min_chars: int, exclude: str | None = None) -> Passages:

@@ -1,8 +1,8 @@
-"""Embeddings for grouping and mining, cached on disk so a rerun does not encode again.
+"""Embeddings for grouping and mining, through the one embedding cache (boolcl.retrieval.cache).
 
-The cache key is the encoder's identity (hub id, or the folder with its files' sizes
-and times), its max length, and the texts. The model is loaded only on a miss, so a
-fully cached rerun does not even import torch.
+The model part of the key is the encoder's identity (hub id, or the folder with its files'
+sizes and times) rather than a hash of its weights, as evaluation uses: the model is then
+loaded only on a miss, so a fully cached rerun does not even import torch.
 """
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.jsonl import atomic_write_text
+from boolcl.data.hub import files_stamp
+from boolcl.files import atomic_write_text
+from boolcl.retrieval.cache import cache_key, encode_cached
+from boolcl.retrieval.models import load_model, resolve
+from boolcl.retrieval.search import normalize
 
 
 def model_identity(spec: str) -> dict:
-    from ..models import resolve
-
     r = resolve(spec)
     ident: dict = {"spec": spec, "origin": r.origin}
     if r.origin == "hub":
         ident["path"] = r.path
         return ident
-    from ..data.loaders import files_stamp
-
     ident["files"] = files_stamp(Path(r.path))
     return ident
 
@@ -45,8 +45,6 @@ class Encoder:
 
     def _load(self):
         if self._model is None:
-            from ..models import load_model
-
             self._model = load_model(self.spec)
         return self._model
 
@@ -71,30 +69,22 @@ class Encoder:
         return self._similarity
 
     def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        key = hashlib.sha256(json.dumps([self._ident, kind, texts], ensure_ascii=False).encode()).hexdigest()
-        path = self.cache_dir / f"{kind}-{key[:32]}.npy" if self.cache_dir else None
-        if path is not None and path.is_file():
-            try:
-                arr = np.load(path)
-                if arr.shape[0] == len(texts):
-                    return arr
-            except (OSError, ValueError):
-                pass
-        from ..evaluate.encode import encode
+        def encode_fn(chunk: list[str]) -> np.ndarray:
+            from boolcl.retrieval.encode import encode  # torch, only on a miss
 
-        arr = encode(self._load(), texts, batch_size=self.batch_size, desc=f"encoding {kind}",
-                     show_progress=self.show_progress)
-        self.encoded += len(texts)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr)
-            tmp.replace(path)
+            arr = encode(self._load(), chunk, batch_size=self.batch_size, desc=f"encoding {kind}",
+                         show_progress=self.show_progress)
+            self.encoded += len(chunk)
+            return arr
+
+        if self.cache_dir is None:
+            return encode_fn(texts)
+        texts_fp = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
+        model_fp = hashlib.sha256(json.dumps(self._ident, sort_keys=True).encode()).hexdigest()
+        folder = self.cache_dir / cache_key(model_fp, texts_fp, {"kind": kind})
+        arr, _ = encode_cached(encode_fn, texts, folder, distributed=False)
         return arr
 
     def prepare(self, emb: np.ndarray) -> np.ndarray:
         """Rows ready for inner-product search under this encoder's similarity."""
-        from ..evaluate.search import normalize
-
         return normalize(emb) if self.similarity == "cosine" else emb

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .parse import ANSWERED, CANNOT, UNUSABLE
+from boolcl.generate.parse import ANSWERED, CANNOT, UNUSABLE
 
 MODES = ("strict", "positives", "off")
 STRICT_OPS = ("and", "not")

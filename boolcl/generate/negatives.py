@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from boolcl.retrieval.search import search
+
 
 def mine(question_emb: np.ndarray, passage_emb: np.ndarray, *, skip: list[set[int]], k: int,
          depth: int) -> list[list[int]]:
     """For each question, up to `k` passage indices from its top `depth`, best first, none in `skip[i]`."""
     if k <= 0 or len(question_emb) == 0:
         return [[] for _ in range(len(question_emb))]
-    from ..evaluate.search import search
 
     depth = max(depth, k)
     _, idx = search(question_emb, passage_emb, min(depth + max((len(s) for s in skip), default=0),

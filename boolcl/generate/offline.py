@@ -15,8 +15,10 @@ import json
 import re
 from functools import lru_cache
 
-from . import prompts
-from .llm import Completion
+from boolcl.data.loaders import SAMPLE_DIR
+from boolcl.generate import prompts
+from boolcl.llm.client import Completion
+from boolcl.words import OFFLINE_NOT_MARKERS
 
 OFFLINE_MODEL = "boolcl-offline-rules-v1"
 QUALITY_NOTE = ("offline stand-in (rules and templates, no LLM): fine for demos and tests, "
@@ -28,9 +30,6 @@ there here which what who whom whose where when why how some any all each every 
 about above below over under after before during between among through per also very most more much many one
 ones known called same own only just apart excluding counting leaving whatever answers particular specifically
 aside besides except""".split())
-
-_NEG_SPLIT = re.compile(r"\b(other than|excluding|not counting|leaving out whatever answers|leaving out|apart from|"
-                        r"aside from|except for|except|besides|but not|that is not|that are not|unrelated to)\b", re.I)
 
 
 def _stem(w: str) -> str:
@@ -67,7 +66,6 @@ def _lower_first(s: str) -> str:
 @lru_cache(maxsize=1)
 def _sample_material() -> tuple[dict, dict, dict]:
     """(doc text -> docid, docid -> simple question, cluster -> broad question) from the bundled sample."""
-    from ..data.loaders import SAMPLE_DIR
 
     by_text, simple, broad = {}, {}, {}
     try:
@@ -174,7 +172,7 @@ def judge(question: str, passage: prompts.Passage) -> str:
     text = f"{passage.title or ''} {passage.text}"
     q = _core(question)
     main, excluded = q, None
-    m = _NEG_SPLIT.search(q)
+    m = OFFLINE_NOT_MARKERS.search(q)
     if m:
         before, after = q[: m.start()].strip(" ,"), q[m.end():].strip(" ,")
         if not before:  # "Apart from X, what ...": the exclusion ends at the first comma

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from boolcl.words import NEGATION_CUES
+
 MAX_WORDS = 60
 MAX_CHARS = 400
 MIN_WORDS = 3
@@ -37,10 +39,6 @@ _WH = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how", "
 _SELF_REF = re.compile(r"\b(?:the|this|these|above|given|provided|following) (?:passage|passages|text|paragraph|"
                        r"article|excerpt|document)s?\b", re.I)
 
-NEGATION_CUES = re.compile(
-    r"\b(?:not|no|never|neither|nor|without|except|excluding|exclude|excludes|other than|apart from|aside from|"
-    r"besides|rather than|instead of|unrelated|leaving (?:out|aside)|unlike|but for|save for|free of|"
-    r"non|lacks?|lacking|avoid(?:s|ing)?|omit(?:ting)?)\b|n't\b|\bnon-", re.I)
 DISJUNCTION_CUES = re.compile(r"\b(?:or|either|whether)\b", re.I)
 
 

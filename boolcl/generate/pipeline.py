@@ -24,19 +24,22 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from tqdm.auto import tqdm
 
-from ..config import ConfigError
-from ..data.jsonl import DataError, atomic_write_text, write_jsonl
-from ..data.schema import Context, TrainingExample
-from . import cluster as grouping
-from . import parse, prompts
-from .cache import AnswerCache
-from .compose import Draw, draw_stream, split_counts
-from .corpus import Passages, load_passages
-from .filter import decide, needs_negatives
-from .llm import LLM, LLMStats, OpenAIBackend, _observed
-from .negatives import mine
-from .offline import OFFLINE_MODEL, QUALITY_NOTE, OfflineBackend
-from .report import Funnel, ParseLog, cost, print_summary
+from boolcl.config import validate
+from boolcl.data.jsonl import write_jsonl
+from boolcl.data.schema import Context, TrainingExample
+from boolcl.errors import ConfigError, DataError
+from boolcl.files import atomic_write_text
+from boolcl.generate import cluster as grouping
+from boolcl.generate import parse, prompts
+from boolcl.generate.compose import Draw, draw_stream, split_counts
+from boolcl.generate.corpus import Passages, load_passages
+from boolcl.generate.embed import Encoder
+from boolcl.generate.filter import decide, needs_negatives
+from boolcl.generate.negatives import mine
+from boolcl.generate.offline import OFFLINE_MODEL, QUALITY_NOTE, OfflineBackend
+from boolcl.generate.report import Funnel, ParseLog, cost, print_summary
+from boolcl.llm.cache import AnswerCache
+from boolcl.llm.client import LLM, LLMStats, OpenAIBackend, _observed
 
 console = Console(stderr=True)
 PRIOR_YIELD = 0.8  # expected share of draws that survive, before enough are observed
@@ -53,34 +56,6 @@ def output_path(cfg) -> Path:
 
 def report_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}.report.json")
-
-
-def _check(cfg) -> None:
-    g, llm = cfg.generate, cfg.llm
-    rules = [
-        ("generate.num_examples", g.num_examples >= 1, ">= 1"),
-        ("generate.cluster_size", g.cluster_size >= 2, ">= 2"),
-        ("generate.svd_dim", g.svd_dim >= 2, ">= 2"),
-        ("generate.page_size", g.page_size >= 2, ">= 2"),
-        ("generate.min_candidates", 2 <= g.min_candidates <= g.max_candidates,
-         ">= 2 and <= generate.max_candidates"),
-        ("generate.hard_negatives", g.hard_negatives >= 0, ">= 0"),
-        ("generate.mine_depth", g.mine_depth >= 1, ">= 1"),
-        ("generate.max_passage_chars", g.max_passage_chars >= 100, ">= 100"),
-        ("generate.min_passage_chars", g.min_passage_chars >= 0, ">= 0"),
-        ("generate.max_draws_per_example", g.max_draws_per_example >= 1, ">= 1"),
-        ("generate.sample_size", g.sample_size is None or g.sample_size >= 2, ">= 2 or null"),
-        ("llm.concurrency", llm.concurrency >= 1, ">= 1"),
-        ("llm.max_tokens", llm.max_tokens >= 1, ">= 1"),
-        ("llm.timeout", llm.timeout > 0, "> 0"),
-        ("llm.max_retries", llm.max_retries >= 0, ">= 0"),
-        ("llm.backoff", llm.backoff >= 0 and llm.max_backoff >= 0, ">= 0 (and llm.max_backoff too)"),
-    ]
-    for key, ok, need in rules:
-        if not ok:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
-    if g.operators and "or" in g.operators and g.max_candidates < 2:
-        raise ConfigError("OR questions need generate.max_candidates >= 2")
 
 
 def _public_url(url: str | None) -> str | None:
@@ -396,7 +371,7 @@ def _backend(cfg, stats: LLMStats):
 def run_generate(cfg, *, show_progress: bool = True) -> Path:
     """Generate `generate.num_examples` Boolean training examples; return the JSONL path."""
     t0 = time.perf_counter()
-    _check(cfg)
+    validate(cfg)
     g = cfg.generate
     seed = int(cfg.seed)
     out = output_path(cfg)
@@ -407,7 +382,6 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     cache_dir = Path(str(g.cache_dir)) if g.cache_dir else None
     encoder = None
     if strategy == "cluster" or g.hard_negatives > 0:
-        from .embed import Encoder
 
         encoder = Encoder(str(g.encoder or cfg.model), cache_dir, similarity=cfg.similarity,
                           show_progress=show_progress)

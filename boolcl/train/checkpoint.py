@@ -14,9 +14,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..config import ConfigError
-from ..data.jsonl import atomic_write_text
-from ..data.loaders import SAMPLE_DIR
+from boolcl.data.loaders import SAMPLE_DIR
+from boolcl.errors import ConfigError
+from boolcl.files import atomic_write_text
+from boolcl.retrieval.models import set_encoder
 
 STATE_FILE = "trainer_state.json"
 
@@ -109,7 +110,6 @@ def plain(model):
 
     if not hasattr(model[0].auto_model, "merge_and_unload"):
         return model
-    from ..models import set_encoder
 
     merged = copy.deepcopy(model)
     set_encoder(merged, merged[0].auto_model.merge_and_unload())

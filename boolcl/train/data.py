@@ -15,12 +15,13 @@ from typing import Sequence
 
 import torch
 
-from ..config import ConfigError
-from ..data.jsonl import DataError
-from ..data.loaders import Corpus, load_training_pool
-from ..data.schema import Context, TrainingExample
-from .decomposition import not_parts, partner_question
-from .scope import row_spans, token_labels
+from boolcl.data.hub import load_hf_split
+from boolcl.data.loaders import load_training_pool
+from boolcl.data.schema import Context, TrainingExample
+from boolcl.data.sets import Corpus
+from boolcl.errors import ConfigError, DataError
+from boolcl.train.decomposition import not_parts, partner_question
+from boolcl.train.scope import row_spans, token_labels
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -82,7 +83,6 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
 
 def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
     """The original MS MARCO training data with mined hard negatives, from the hub."""
-    from ..data.loaders import load_hf_split
 
     ds = load_hf_split(*MSMARCO_TRIPLETS, "train")
     if limit is not None and limit < len(ds):

@@ -25,9 +25,9 @@ from typing import Sequence
 
 import torch
 
-from ..baselines.decompose import rule_decompose
-from ..baselines.grammar import Not, Term
-from ..data.schema import TrainingExample
+from boolcl.data.schema import TrainingExample
+from boolcl.logic.grammar import Not, Term
+from boolcl.logic.rules import rule_decompose
 
 
 def partner_question(ex: TrainingExample) -> str | None:

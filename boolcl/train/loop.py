@@ -19,21 +19,17 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from ..config import ConfigError, to_yaml
-from ..data.jsonl import atomic_write_text
-from ..evaluate.runner import prompts_for
-from ..distributed import cpu_only_distributed
-from .. import pooling
-from ..models import load_model, set_encoder
-from . import checkpoint
-from .data import Collator, EpochShuffle, ItemDataset, build_mix
-from .decomposition import attach_targets
-from .objective import Objective
-from . import scope
-
-
-class TrainingError(RuntimeError):
-    """Training stopped for a reason the user must act on; the message says which."""
+from boolcl import pooling
+from boolcl.config import to_yaml
+from boolcl.distributed import cpu_only_distributed
+from boolcl.errors import ConfigError, TrainingError
+from boolcl.files import atomic_write_text
+from boolcl.retrieval.models import load_model, set_encoder
+from boolcl.retrieval.prompts import prompts_for
+from boolcl.train import checkpoint, scope
+from boolcl.train.data import Collator, EpochShuffle, ItemDataset, build_mix
+from boolcl.train.decomposition import attach_targets
+from boolcl.train.objective import Objective
 
 
 def mixed_precision(setting: str) -> str:

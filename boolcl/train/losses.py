@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from boolcl.train.data import PLACEHOLDER
+
 
 def similarity(q: torch.Tensor, p: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "cosine":
@@ -31,7 +33,6 @@ def labelled_positives(positive_keys: torch.Tensor, passage_keys: torch.Tensor) 
 
 def false_negative_mask(positive_keys: torch.Tensor, passage_keys: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """True where passage j is a labelled positive of query i but not its target, or a placeholder."""
-    from .data import PLACEHOLDER
 
     mask = labelled_positives(positive_keys, passage_keys) | (passage_keys == PLACEHOLDER)[None, :]
     mask[torch.arange(len(targets), device=mask.device), targets] = False

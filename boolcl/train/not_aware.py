@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .losses import false_negative_mask, labelled_positives, similarity
+from boolcl.train.losses import false_negative_mask, labelled_positives, similarity
 
 
 class ExclusionMargin(torch.nn.Module):

@@ -17,9 +17,14 @@ import copy
 
 import torch
 
-from .losses import InfoNCE, MarginMSE
-from .not_aware import DecompositionDistill, ExclusionMargin, QueryContrast, Retention
-from .scope import ScopeLoss
+from boolcl.train.losses import InfoNCE, MarginMSE
+from boolcl.train.not_aware import (
+    DecompositionDistill,
+    ExclusionMargin,
+    QueryContrast,
+    Retention,
+)
+from boolcl.train.scope import ScopeLoss
 
 
 class Objective:

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..baselines.decompose import negation_span
-from ..config import ConfigError
-from ..pooling import EXCLUDED, MARKER, ORDINARY
+from boolcl.errors import ConfigError
+from boolcl.logic.rules import negation_span
+from boolcl.pooling import EXCLUDED, MARKER, ORDINARY
 
 IGNORE = -100
 Span = tuple[tuple[int, int], tuple[int, int]]  # (marker, excluded part), in characters

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..data.loaders import RetrievalSet
-from . import metrics
-from ..models import fingerprint
-from .cache import SHARD_SIZE, cache_key, encode_cached
-from .encode import autocast_dtype, encode
-from .search import normalize, search
+from omegaconf import DictConfig
+
+from boolcl.data.sets import RetrievalSet
+from boolcl.retrieval.cache import SHARD_SIZE, cache_key, default_dir, encode_cached
+from boolcl.retrieval.encode import autocast_dtype, encode
+from boolcl.retrieval.models import fingerprint, load_eval_model
+from boolcl.retrieval.prompts import prompts_for
+from boolcl.retrieval.search import normalize, search
+from boolcl.scoring import metrics
 
 RUN_DEPTH = 100  # ranked passages kept per query in run files
 
@@ -23,14 +26,6 @@ class EvalResult:
     settings: dict
     timings: dict = field(default_factory=dict)
     question_types: dict = field(default_factory=dict)  # {qid: and|or|not}
-
-
-def prompts_for(model, query_prompt: str | None, passage_prompt: str | None) -> tuple[str | None, str | None]:
-    """Overrides win; otherwise the prompts the model's own config declares (e5, bge, ...)."""
-    declared = getattr(model, "prompts", {}) or {}
-    q = query_prompt if query_prompt is not None else declared.get("query") or None
-    p = passage_prompt if passage_prompt is not None else (declared.get("document") or declared.get("passage") or None)
-    return q, p
 
 
 def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 64,
@@ -98,3 +93,21 @@ def headline(result: EvalResult, k: int = 10) -> dict[str, float | None]:
         for group, cell in groups.items():
             out[f"{measure}/{group}"] = None if cell["value"] is None else 100 * cell["value"]
     return out
+
+
+def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *,
+                  show_progress: bool = True) -> tuple[EvalResult, dict]:
+    """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
+    model, info = load_eval_model(model_spec, cfg)
+    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
+                            query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
+                            show_progress=show_progress, cache_dir=cache_dir, model_fp=info["fingerprint"],
+                            shard_size=cfg.eval.shard_size)
+    return result, info
+
+
+def data_info(rset: RetrievalSet) -> dict:
+    return {"name": rset.name, "source": rset.source, "questions": len(rset.questions),
+            "passages": len(rset.corpus), "corpus_fingerprint": rset.corpus_fingerprint(),
+            "questions_fingerprint": rset.questions_fingerprint()}

@@ -21,15 +21,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..config import ConfigError
-from .cache import AnswerCache, cache_key, normalise_base_url, request_identity
+from boolcl.errors import LLMError
+from boolcl.llm.cache import (
+    AnswerCache,
+    cache_key,
+    normalise_base_url,
+    request_identity,
+)
 
 MAX_RETRY_AFTER = 600.0
 MALFORMED_RETRIES = 2
-
-
-class LLMError(ConfigError):
-    """The endpoint cannot be used (auth, model, endpoint, or it kept failing); the run stops."""
 
 
 @dataclass

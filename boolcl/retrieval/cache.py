@@ -1,25 +1,37 @@
-"""Corpus embeddings on disk, in shards, keyed by model, corpus and encoding settings.
+"""The one embedding cache: texts' embeddings on disk, in shards, keyed by model, texts and settings.
 
-Comparing five checkpoints on one corpus encodes each once; an interrupted encode resumes
-at the first missing shard; under `accelerate launch` each process encodes its own shards
-(shard i goes to process i mod N) and every process then reads them all.
+Evaluation and the generator both read and write through `encode_cached`. Comparing five
+checkpoints on one corpus encodes each once; an interrupted encode resumes at the first
+missing shard; under `accelerate launch` each process encodes its own shards (shard i goes
+to process i mod N) and every process then reads them all. Shards are written by
+boolcl.files' atomic writer, so a killed run never leaves a torn one.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from ..data.jsonl import atomic_write_text
+from boolcl.distributed import process_state
+from boolcl.files import atomic_save_npy, atomic_write_text, cache_root
 
 SHARD_SIZE = 50_000
 
 
+class _Single:
+    num_processes, process_index, is_main_process = 1, 0, True
+
+    def wait_for_everyone(self) -> None:
+        pass
+
+
+_SINGLE = _Single()
+
+
 def default_dir() -> Path:
-    return Path(os.environ.get("BOOLCL_CACHE", Path.home() / ".cache" / "boolcl")) / "embeddings"
+    return cache_root() / "embeddings"
 
 
 def cache_key(model_fp: str, corpus_fp: str, settings: dict) -> str:
@@ -27,25 +39,15 @@ def cache_key(model_fp: str, corpus_fp: str, settings: dict) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
-def _save(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        np.save(fh, array)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def encode_cached(encode_fn, texts: list[str], folder: Path, *, shard_size: int = SHARD_SIZE,
-                  meta: dict | None = None) -> tuple[np.ndarray, dict]:
+                  meta: dict | None = None, distributed: bool = True) -> tuple[np.ndarray, dict]:
     """Embeddings of `texts`, reading finished shards from `folder` and encoding the rest.
 
     `encode_fn(list_of_texts) -> np.ndarray`. Returns the embeddings and what happened
-    (shards read, shards encoded) for results.json.
+    (shards read, shards encoded) for results.json. `distributed=False` keeps it to this process
+    (the generator, which never runs under `accelerate launch` and should not import it).
     """
-    from ..distributed import process_state
-
-    state = process_state()
+    state = process_state() if distributed else _SINGLE
     folder.mkdir(parents=True, exist_ok=True)
     if meta is not None and state.is_main_process:
         atomic_write_text(folder / "meta.json", json.dumps(meta, indent=2) + "\n")
@@ -55,7 +57,7 @@ def encode_cached(encode_fn, texts: list[str], folder: Path, *, shard_size: int 
     for i, path in enumerate(paths):
         if i % state.num_processes != state.process_index or path.is_file():
             continue
-        _save(path, encode_fn(texts[i * shard_size:(i + 1) * shard_size]).astype(np.float32))
+        atomic_save_npy(path, encode_fn(texts[i * shard_size:(i + 1) * shard_size]).astype(np.float32))
         encoded += 1
     state.wait_for_everyone()
     out = np.concatenate([np.load(p) for p in paths]) if texts else np.zeros((0, 0), np.float32)

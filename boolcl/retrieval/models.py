@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from boolcl.errors import ModelError
+
 OFFLINE_DEFAULT = "offline-default"
 PACKAGED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-class ModelError(ValueError):
-    """A model that cannot be loaded; the message says what to do instead."""
 
 
 @dataclass
@@ -123,3 +123,16 @@ def fingerprint(model) -> str:
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     h.update(json.dumps({"max_len": model.max_seq_length, "sim": model.similarity_fn_name}).encode())
     return h.hexdigest()
+
+
+def load_eval_model(model_spec: str, cfg) -> tuple:
+    """The model to evaluate and its description for results.json.
+
+    A checkpoint folder knows its own similarity; a hub id or the packaged base takes
+    `similarity` from the config. One rule for evaluate, the benchmarks and the baselines.
+    """
+    similarity = None if Path(model_spec).is_dir() else OmegaConf.select(cfg, "similarity")
+    model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"))
+    info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": fingerprint(model),
+            "similarity": model.similarity_fn_name}
+    return model, info

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from ..data.jsonl import atomic_write_text
+from boolcl.files import atomic_write_text
 
 CACHE_FORMAT = 1
 

@@ -9,9 +9,10 @@ from typing import Mapping
 from rich.console import Console
 from rich.table import Table
 
-from ..data.jsonl import DataError, atomic_write_text
-from . import metrics
-from .runner import EvalResult, headline
+from boolcl.errors import DataError
+from boolcl.files import atomic_write_text
+from boolcl.scoring import metrics
+from boolcl.scoring.runner import EvalResult, headline
 
 GROUPS = ("ALL", "AND", "OR", "NOT")
 

@@ -1,0 +1,11 @@
+"""Configuration: the schema (schema.py), its checks (validate.py) and recipes + overrides (compose.py)."""
+from boolcl.config.compose import (
+    available_recipes,
+    check_overrides,
+    compose,
+    recipes_dir,
+    to_yaml,
+)
+from boolcl.config.validate import validate
+
+__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "to_yaml", "validate"]

@@ -1,0 +1,202 @@
+"""The schema: every key of every subcommand, its type and its default, in one tree.
+
+The dataclasses are the single source of truth for which keys exist. Hydra merges
+`recipes/config.yaml` + `recipes/recipe/<name>.yaml` + command-line overrides on top
+of them (compose.py), and struct mode turns a typo into an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from boolcl.words import DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES
+
+
+@dataclass
+class LoraCfg:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: Optional[list[str]] = None  # None: peft's default for the architecture
+
+
+@dataclass
+class ExclusionCfg:
+    """NOT-aware: an explicit negative must score below each of its query's positives by `margin`."""
+    weight: float = 0.0  # 0: off
+    margin: float = 0.2  # in similarity units (cosine or dot), before `train.scale`
+    operators: list[str] = field(default_factory=lambda: ["not"])  # whose explicit negatives count
+
+
+@dataclass
+class PairsCfg:
+    """NOT-aware: each NOT question's plain (disjunctive) question joins the batch with the
+    excluded passage as its positive, so only the exclusion tells the two queries apart."""
+    weight: float = 0.0  # 0: off
+
+
+@dataclass
+class RetentionCfg:
+    """Keep general retrieval: match the frozen starting model's in-batch score distribution
+    (KL at the training scale) on the original data's queries."""
+    weight: float = 0.0  # 0: off
+
+
+@dataclass
+class DecompositionCfg:
+    """NOT-aware: embed a NOT question where the frozen starting model's arithmetic puts it,
+    anchor · T(question) + T(kept part) - drop · T(dropped part) (train/decomposition.py)."""
+    weight: float = 0.0  # 0: off
+    drop: float = 1.0  # how hard the dropped part is subtracted
+    anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
+    synthetic: int = 0  # new NOT wordings (target only, no passages) added to the batch per item; 0: none
+    templates: list[str] = field(default_factory=lambda: list(DECOMPOSITION_TEMPLATES))  # how synthetic wordings join kept and dropped parts
+
+
+@dataclass
+class ScopeCfg:
+    """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and pools them
+    with weight -drop, taught from the rules' spans (train/scope.py). Saved with the model."""
+    weight: float = 0.0  # 0: off (mean pooling as the model has it)
+    drop: float = 0.5  # pooling weight of an excluded token is -drop (0.5: not_plus_tiny, chosen on the sample)
+    lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
+    hidden: int = 64  # the head's GRU width (each direction)
+    warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
+    synthetic: int = 1  # template practice sentences per item and step, for the head only; 0: none
+    templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
+
+
+@dataclass
+class TrainCfg:
+    boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
+    operators: list[str] = field(default_factory=lambda: ["not"])
+    num_examples: int = 2000  # Boolean examples to mix in (all if fewer exist)
+    original: str = "sample"  # original data: 'msmarco' (hub), 'sample', 'none' or a JSONL path
+    original_size: Optional[int] = None  # None: all
+    hard_negatives: int = 1  # negatives per query in each step
+    batch_size: int = 64  # global batch (queries per optimiser step)
+    grad_accum: int = 1
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    epochs: int = 1
+    max_steps: int = -1  # >0 overrides epochs
+    max_length: int = 300
+    loss: str = "infonce"  # infonce | margin_mse (needs teacher 'score' on the contexts)
+    scale: Optional[float] = None  # logits multiplier; None: 1 for dot, 20 for cosine
+    gather_negatives: bool = True  # several processes: every process's passages are negatives for every query
+    max_grad_norm: float = 1.0
+    mixed_precision: str = "auto"  # auto | no | fp16 | bf16
+    gradient_checkpointing: bool = False
+    lora: LoraCfg = field(default_factory=LoraCfg)  # train low-rank adapters only; saved merged
+    group_by_length: bool = False  # batches of similar length (less padding), in random order
+    group_by_cluster: bool = False  # NOT-aware: questions over the same passages share a batch (not with group_by_length)
+    compile: bool = False  # torch.compile the encoder (GPU; dynamic shapes)
+    log_every: int = 10
+    save_every: int = 0  # steps between checkpoints; 0: only the final one
+    keep_last: int = 2
+    resume: Any = False  # false | true (latest checkpoint in out=) | path to a checkpoint-N folder
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # accelerate trackers; [] for none
+    exclusion: ExclusionCfg = field(default_factory=ExclusionCfg)  # NOT-aware additions (recipe=not_plus)
+    pairs: PairsCfg = field(default_factory=PairsCfg)
+    retention: RetentionCfg = field(default_factory=RetentionCfg)
+    decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
+    scope: ScopeCfg = field(default_factory=ScopeCfg)
+    num_workers: int = 0
+
+
+@dataclass
+class EvalCfg:
+    k: int = 10
+    batch_size: int = 64
+    max_length: int = 300
+    cache: bool = True  # corpus embeddings on disk, keyed by model, corpus and settings
+    cache_dir: Optional[str] = None  # None: $BOOLCL_CACHE/embeddings or ~/.cache/boolcl/embeddings
+    shard_size: int = 50000  # passages per cache shard: the unit an interrupted encode resumes from
+    max_corpus: Optional[int] = None  # keep labelled passages + a seeded random sample of the rest (quick runs)
+    query_prompt: Optional[str] = None
+    passage_prompt: Optional[str] = None
+
+
+@dataclass
+class CompareCfg:
+    baseline: Optional[str] = None  # name or path of the run the others are compared with; None: the first
+    test: str = "randomization"  # paired test over queries: randomization | bootstrap
+    samples: int = 10000  # permutations or bootstrap resamples
+    alpha: float = 0.05
+    seeds: bool = False  # average runs that differ only by seed into one row (mean ± std)
+
+
+@dataclass
+class LLMCfg:
+    backend: str = "offline"  # offline (rules and templates, no network) | openai (any OpenAI-compatible endpoint)
+    base_url: Optional[str] = None  # None: api.openai.com; e.g. http://127.0.0.1:8000/v1 for vLLM / llama.cpp
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"  # the name of the variable, never the key
+    concurrency: int = 16  # requests in flight at once
+    temperature: float = 0.0
+    max_tokens: int = 256
+    timeout: float = 60.0  # seconds per request before it counts as a timeout (and is retried)
+    max_retries: int = 8  # per request, on 429 / 5xx / timeouts / connection errors
+    backoff: float = 1.0  # first back-off in seconds, doubled each retry (a Retry-After header wins)
+    max_backoff: float = 60.0
+    price_input: float = 0.15  # USD per million prompt tokens, for the report's cost estimate
+    price_output: float = 0.60  # USD per million completion tokens
+
+
+@dataclass
+class GenerateCfg:
+    corpus: str = "sample"  # sample | boolquestions-msmarco[:DIR] | boolquestions-nq[:DIR] | corpus.jsonl | folder
+    num_examples: int = 2000  # in total, split evenly over the operators
+    operators: list[str] = field(default_factory=lambda: ["not"])
+    grouping: str = "auto"  # cluster (MS MARCO) | page (NQ: successive passages of a title) | prefix (docid up to '/') | auto
+    cluster_size: int = 8  # mean passages per cluster: n_clusters = passages // cluster_size
+    svd_dim: int = 64  # truncated SVD dimensions before agglomerative clustering
+    sample_size: Optional[int] = 20000  # passages sampled before grouping; None: all
+    page_size: int = 8  # most successive passages of one page in a group
+    min_candidates: int = 2  # candidate passages drawn per group (the paper: 2 or 3)
+    max_candidates: int = 3
+    min_passage_chars: int = 40  # shorter passages are skipped (and counted)
+    max_passage_chars: int = 2000  # passages are cut to this length inside prompts
+    filter: str = "strict"  # strict: positives answer and AND/NOT negatives do not | positives | off
+    hard_negatives: int = 4  # extra negatives mined with the encoder (top-k minus positives)
+    mine_depth: int = 30  # how deep in the ranking to look for them
+    encoder: Optional[str] = None  # encoder for clustering and mining; None: `model`
+    exclude: Optional[str] = None  # an eval set (e.g. sample) whose labelled passages are never used
+    cache_dir: Optional[str] = ".boolcl_cache/generate"  # LLM answers and embeddings (null: none); resumes a killed run
+    max_draws_per_example: float = 20.0  # give up (and report a shortfall) after this many draws per example asked
+
+
+@dataclass
+class DecomposeCfg:
+    backend: str = "offline"  # offline (rule-based decomposer, labelled offline-rules) | llm (the `llm` section's endpoint)
+    depth_factor: int = 2  # each simple question retrieves depth_factor * eval.k passages (the paper: 2k)
+    soft_lambda: float = 1.0  # soft NOT: score(keep) - soft_lambda * score(drop)
+    soft_rule: str = "linear"  # linear (similarity scores) | rank (reciprocal-rank scores 1/(rrf_k + rank))
+    soft_anchor: float = 0.5  # soft: add this times the original question's score; 0 for the pure decomposition
+    rrf_k: float = 60.0  # constant of soft_rule=rank
+    cache_dir: Optional[str] = ".boolcl_cache/decompose"  # LLM answers (null: no cache)
+
+
+@dataclass
+class BoolclConfig:
+    name: str = MISSING  # the recipe's name; run folders start with it
+    model: str = MISSING  # hub id, local SentenceTransformer folder, or 'offline-default'
+    similarity: Optional[str] = None  # dot | cosine; None: the model's own
+    data: str = "sample"  # evaluation set
+    out: Optional[str] = None  # run folder; None: checkpoints/<name>-<time>
+    run: Optional[str] = None  # evaluate: score this ranking file (TREC run, BIRCO rank pickles) instead of a model
+    seed: int = 42
+    train: TrainCfg = field(default_factory=TrainCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    llm: LLMCfg = field(default_factory=LLMCfg)
+    generate: GenerateCfg = field(default_factory=GenerateCfg)
+    compare: CompareCfg = field(default_factory=CompareCfg)
+    decompose: DecomposeCfg = field(default_factory=DecomposeCfg)
+
+
+ConfigStore.instance().store(name="boolcl_schema", node=BoolclConfig)

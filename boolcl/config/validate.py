@@ -1,0 +1,143 @@
+"""Every check the types cannot express, in one place; each message names the key.
+
+compose() runs validate() on every config, before any command does any work, so a
+run never fails halfway on a setting it could have refused at the start.
+"""
+from __future__ import annotations
+
+import re
+
+from omegaconf import DictConfig, OmegaConf
+
+from boolcl.errors import ConfigError
+
+VALID = {
+    "similarity": {None, "dot", "cosine"},
+    "train.loss": {"infonce", "margin_mse"},
+    "train.mixed_precision": {"auto", "no", "fp16", "bf16"},
+    "llm.backend": {"offline", "openai"},
+    "generate.grouping": {"auto", "cluster", "page", "prefix"},
+    "generate.filter": {"strict", "positives", "off"},
+    "compare.test": {"randomization", "bootstrap"},
+}
+OPERATORS = {"and", "or", "not"}
+
+
+def validate(cfg: DictConfig) -> None:
+    """Checks the types cannot express; each message names the key."""
+    for key, allowed in VALID.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            shown = ", ".join(sorted(str(a) for a in allowed if a is not None))
+            raise ConfigError(f"{key}={value!r} is not one of: {shown}")
+    for section in ("train", "generate"):
+        bad = set(cfg[section].operators) - OPERATORS
+        if bad or not cfg[section].operators:
+            raise ConfigError(f"{section}.operators={list(cfg[section].operators)} must be a non-empty "
+                              f"subset of {sorted(OPERATORS)}")
+    t = cfg.train
+    for key in ("batch_size", "grad_accum", "max_length", "epochs", "keep_last"):
+        if t[key] < 1:
+            raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
+    if t.hard_negatives < 0:
+        raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
+    for key in ("exclusion", "pairs", "retention", "decomposition", "scope"):
+        if t[key].weight < 0:
+            raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
+    for key in ("drop", "anchor", "synthetic"):
+        if t.decomposition[key] < 0:
+            raise ConfigError(f"train.decomposition.{key} must be >= 0, got {t.decomposition[key]}")
+    for template in t.decomposition.templates:
+        try:
+            template.format(keep="", keep_lc="", drop="")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ConfigError(f"train.decomposition.templates: {template!r} may only use {{keep}}, {{keep_lc}} "
+                              f"and {{drop}} ({type(err).__name__}: {err})") from None
+        if "{drop}" not in template or not ("{keep}" in template or "{keep_lc}" in template):
+            raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
+    if t.scope.drop < 0:
+        raise ConfigError(f"train.scope.drop must be >= 0, got {t.scope.drop}")
+    if t.scope.lr <= 0:
+        raise ConfigError(f"train.scope.lr must be > 0, got {t.scope.lr}")
+    if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
+        raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
+                          f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
+    for template in t.scope.templates:
+        fields = re.findall(r"\{(\w*)\}", template)
+        if fields.count("drop") != 1 or len([f for f in fields if f in ("keep", "keep_lc")]) != 1 or \
+                set(fields) - {"keep", "keep_lc", "drop"}:
+            raise ConfigError(f"train.scope.templates: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
+                              f"once, and nothing else in braces")
+    if t.scope.synthetic and not t.scope.templates:
+        raise ConfigError("train.scope.synthetic > 0 needs at least one template")
+    if t.decomposition.synthetic and not t.decomposition.templates:
+        raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
+    if set(t.exclusion.operators) - OPERATORS:
+        raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
+    if (t.exclusion.weight or t.pairs.weight) and t.hard_negatives < 1:
+        raise ConfigError("train.exclusion / train.pairs need the excluded passage in the batch: "
+                          "set train.hard_negatives >= 1")
+    if t.group_by_length and t.group_by_cluster:
+        raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
+    if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight
+                                   or t.decomposition.weight):
+        raise ConfigError("train.exclusion / train.pairs / train.retention / train.decomposition work with "
+                          "train.loss=infonce only")
+    if t.lr <= 0:
+        raise ConfigError(f"train.lr must be > 0, got {t.lr}")
+    if not 0 <= t.warmup_ratio < 1:
+        raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
+    if cfg.eval.k < 1:
+        raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
+    check_generate(cfg)
+    check_compare(cfg.compare)
+    check_decompose(cfg.decompose)
+
+
+def check_decompose(d) -> None:
+    if str(d.backend) not in ("offline", "llm"):
+        raise ConfigError(f"decompose.backend: {d.backend!r} is not one of offline, llm")
+    if str(d.soft_rule) not in ("linear", "rank"):
+        raise ConfigError(f"decompose.soft_rule: {d.soft_rule!r} is not one of linear, rank")
+    if int(d.depth_factor) < 1:
+        raise ConfigError(f"decompose.depth_factor must be >= 1, got {d.depth_factor}")
+    if float(d.soft_lambda) < 0 or float(d.soft_anchor) < 0:
+        raise ConfigError("decompose.soft_lambda and decompose.soft_anchor must be >= 0")
+    if float(d.rrf_k) <= 0:
+        raise ConfigError(f"decompose.rrf_k must be > 0, got {d.rrf_k}")
+
+
+def check_generate(cfg: DictConfig) -> None:
+    """The generator's and its LLM client's settings."""
+    g, llm = cfg.generate, cfg.llm
+    rules = [
+        ("generate.num_examples", g.num_examples >= 1, ">= 1"),
+        ("generate.cluster_size", g.cluster_size >= 2, ">= 2"),
+        ("generate.svd_dim", g.svd_dim >= 2, ">= 2"),
+        ("generate.page_size", g.page_size >= 2, ">= 2"),
+        ("generate.min_candidates", 2 <= g.min_candidates <= g.max_candidates,
+         ">= 2 and <= generate.max_candidates"),
+        ("generate.hard_negatives", g.hard_negatives >= 0, ">= 0"),
+        ("generate.mine_depth", g.mine_depth >= 1, ">= 1"),
+        ("generate.max_passage_chars", g.max_passage_chars >= 100, ">= 100"),
+        ("generate.min_passage_chars", g.min_passage_chars >= 0, ">= 0"),
+        ("generate.max_draws_per_example", g.max_draws_per_example >= 1, ">= 1"),
+        ("generate.sample_size", g.sample_size is None or g.sample_size >= 2, ">= 2 or null"),
+        ("llm.concurrency", llm.concurrency >= 1, ">= 1"),
+        ("llm.max_tokens", llm.max_tokens >= 1, ">= 1"),
+        ("llm.timeout", llm.timeout > 0, "> 0"),
+        ("llm.max_retries", llm.max_retries >= 0, ">= 0"),
+        ("llm.backoff", llm.backoff >= 0 and llm.max_backoff >= 0, ">= 0 (and llm.max_backoff too)"),
+    ]
+    for key, ok, need in rules:
+        if not ok:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
+    if g.operators and "or" in g.operators and g.max_candidates < 2:
+        raise ConfigError("OR questions need generate.max_candidates >= 2")
+
+
+def check_compare(c) -> None:
+    if c.samples < 1:
+        raise ConfigError(f"compare.samples must be >= 1, got {c.samples}")
+    if not 0 < c.alpha < 1:
+        raise ConfigError(f"compare.alpha must be in (0, 1), got {c.alpha}")

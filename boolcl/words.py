@@ -1,0 +1,65 @@
+"""Every list of exclusion wordings in boolcl, in one place.
+
+They differ on purpose, each for its reader, and the differences are stated beside them:
+the rules must find where an exclusion lies (EXCLUSION_INFIX / EXCLUSION_PREFIX); the
+generator's answer check only asks whether a question contains any negation at all
+(NEGATION_CUES, deliberately broad); the offline generator splits its own compositions
+(OFFLINE_NOT_MARKERS, only what compose_not writes and its neighbours); the trainer's
+synthetic wordings are defaults of config keys (DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES);
+and UNSEEN_WORDINGS must share no marker with any of the others, because it measures
+how the recipe does on wordings it never trained on (tests/test_words.py checks that).
+"""
+from __future__ import annotations
+
+import re
+
+# The rules (boolcl.logic.rules): exclusions after the kept part, longest first at any one position.
+EXCLUSION_INFIX = sorted(["other than", "apart from", "aside from", "besides", "excluding", "except for", "except",
+                     "rather than", "leaving aside", "leaving out", "unrelated to", "without",
+                     "that has nothing to do with", "that have nothing to do with", "have nothing to do with",
+                     "has nothing to do with", "have no connection to", "has no connection to",
+                     "that are not", "that is not", "that aren't", "that isn't", "that weren't", "that were not",
+                     "that don't", "that do not", "that doesn't", "that does not", "that never",
+                     "are not", "aren't", "is not", "isn't", "were not", "weren't", "do not", "don't",
+                     "does not", "doesn't", "never", "not"], key=len, reverse=True)
+# ... and exclusions before it: "Besides X, which Y?"
+EXCLUSION_PREFIX = re.compile(r"^(?:besides|other than|apart from|aside from|except for|excluding)\s+(?P<neg>[^,]+),\s*"
+                         r"(?P<pos>.+)$", re.I)
+
+# The generator's consistency check (boolcl.generate.parse): does a text negate at all? Broader than
+# the rules on purpose ("unlike", "lacking", "non-"): it only has to notice, not to split.
+NEGATION_CUES = re.compile(
+    r"\b(?:not|no|never|neither|nor|without|except|excluding|exclude|excludes|other than|apart from|aside from|"
+    r"besides|rather than|instead of|unrelated|leaving (?:out|aside)|unlike|but for|save for|free of|"
+    r"non|lacks?|lacking|avoid(?:s|ing)?|omit(?:ting)?)\b|n't\b|\bnon-", re.I)
+
+# The offline generator (boolcl.generate.offline): where its own NOT compositions join the parts.
+OFFLINE_NOT_MARKERS = re.compile(r"\b(other than|excluding|not counting|leaving out whatever answers|leaving out|apart from|"
+                        r"aside from|except for|except|besides|but not|that is not|that are not|unrelated to)\b", re.I)
+
+# Defaults of train.decomposition.templates: synthetic NOT wordings, "{keep}" and "{drop}" joined.
+DECOMPOSITION_TEMPLATES = [
+    "{keep}, other than {drop}?", "{keep}, apart from {drop}?", "{keep}, excluding {drop}?",
+    "{keep}, but not {drop}?", "{keep} except {drop}?", "{keep}, leaving out {drop}?",
+    "{keep} that have nothing to do with {drop}?", "{keep}, not counting {drop}?",
+    "Besides {drop}, {keep_lc}?", "Setting aside {drop}, {keep_lc}?"
+]
+
+# Defaults of train.scope.templates: the scope head's practice sentences (one {drop}, one {keep}/{keep_lc}).
+SCOPE_TEMPLATES = [
+    "{keep} other than {drop}?", "{keep}, apart from {drop}?", "{keep} aside from {drop}?",
+    "{keep}, excluding {drop}?", "{keep}, but not {drop}?", "{keep} except {drop}?", "{keep}, except for {drop}?",
+    "{keep}, leaving out {drop}?", "{keep} that have nothing to do with {drop}?", "{keep} that are not {drop}?",
+    "{keep} without {drop}?", "{keep}, not counting {drop}?", "{keep}, setting aside {drop}?",
+    "{keep} unrelated to {drop}?", "{keep}, ignoring {drop}?", "{keep} that don't involve {drop}?",
+    "{keep}, with the exception of {drop}?", "{keep} rather than {drop}?", "{keep}, save for {drop}?",
+    "{keep}, minus {drop}?", "{keep} that aren't about {drop}?", "{keep}, but leave out {drop}?",
+    "{keep} that do not concern {drop}?", "{keep}, as long as it isn't {drop}?", "{keep}, and not {drop}?",
+    "Besides {drop}, {keep_lc}?", "Apart from {drop}, {keep_lc}?", "Other than {drop}, {keep_lc}?",
+    "Excluding {drop}, {keep_lc}?", "Setting aside {drop}, {keep_lc}?", "Not counting {drop}, {keep_lc}?",
+    "{drop} aside, {keep_lc}?"
+]
+
+# scripts/unseen_wordings.py: held-out wordings that none of the lists above (nor the sample) uses.
+UNSEEN_WORDINGS = ["{keep}, disregarding {drop}?", "{keep}, omitting {drop}?", "{keep}, passing over {drop}?",
+            "{keep}, but nothing about {drop}?", "{keep}, skipping {drop}?", "{keep}, with {drop} ruled out?"]
