@@ -55,7 +55,8 @@ RUN = """
 import json, sys, time
 t = time.perf_counter()
 from boolcl.config import compose
-from boolcl.generate.pipeline import run_generate, report_path
+from boolcl.generate.pipeline import run_generate
+from boolcl.generate.report import report_path
 out = run_generate(compose(sys.argv[1:]), show_progress={progress})
 print("RESULT " + json.dumps({{"wall": time.perf_counter() - t, "report": str(report_path(out))}}))
 """

@@ -16,8 +16,11 @@ from scipy import stats
 from boolcl.config import compose
 from boolcl.errors import ConfigError
 from boolcl.evaluate.command import run_evaluate
-from boolcl.evaluate.compare import CompareError, fmt_p, run_compare
+from boolcl.evaluate.compare import run_compare
+from boolcl.evaluate.comparison import check_same_data
+from boolcl.evaluate.runs import CompareError, load_runs
 from boolcl.evaluate.significance import bootstrap_test, paired_test, randomization_test
+from boolcl.evaluate.tables import fmt_p
 from boolcl.scoring import metrics
 from boolcl.scoring.report import results_dict
 from boolcl.scoring.runner import EvalResult
@@ -269,8 +272,6 @@ def test_bootstrap_test_reports_an_interval(tmp_path):
 
 
 def test_runs_on_several_data_sets_are_compared_per_data_set(tmp_path):
-    from boolcl.evaluate.compare import check_same_data, load_runs
-
     mrr, negr = base_values()
     a = write_run(tmp_path / "a", mrr, negr, data="boolquestions-msmarco")
     b = write_run(tmp_path / "b", mrr, negr, data="boolquestions-nq")

@@ -18,7 +18,8 @@ from boolcl.config import compose
 from boolcl.data.loaders import load_retrieval_set, load_training_pool
 from boolcl.errors import ConfigError, DataError, LLMError
 from boolcl.generate import offline
-from boolcl.generate.pipeline import report_path, run_generate
+from boolcl.generate.pipeline import run_generate
+from boolcl.generate.report import report_path
 
 KEY_ENV = "BOOLCL_TEST_GEN_KEY"
 KEY = "sk-live-7d41b2a0c9e8-never-written"
@@ -86,7 +87,7 @@ def test_offline_end_to_end_on_the_sample(tmp_path, monkeypatch):
         assert f["final"] == 10 and f["drawn"] >= f["kept"] >= 10
         assert f["filter"]["pass_strict_rule"] <= f["filter"]["pass_positives_rule"] <= f["filter"]["checked"]
     # boolcl's trainer takes the file as it is
-    from boolcl.train.data import build_mix
+    from boolcl.train.mixing import build_mix
 
     items, _ = build_mix(compose(["recipe=tiny", f"train.boolean={out.resolve()}", "train.operators=[and,or,not]",
                                   "train.original=none"]))

@@ -28,7 +28,8 @@ def recipes_dir() -> Path:
 
 
 def available_recipes() -> list[str]:
-    return sorted(p.stem for p in (recipes_dir() / "recipe").glob("*.yaml"))
+    """Recipe names; a file starting with `_` (e.g. _paper.yaml) is a shared base, not a recipe."""
+    return sorted(p.stem for p in (recipes_dir() / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 
 
 def schema_keys(node: Any = BoolclConfig, prefix: str = "") -> dict[str, list[str]]:

@@ -9,6 +9,7 @@
 - `prefix`: the docid up to its last '/' names the group (the bundled sample).
 
 Groups of fewer than two passages are dropped: no question can be composed from one.
+`make_groups` applies the chosen strategy to a run's passages under `generate.*`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from boolcl.data.spec import parse_data_spec
+from boolcl.errors import DataError
+from boolcl.generate.corpus import Passages
 
 FULL_WARD_LIMIT = 5000  # above this many points, cluster on a kNN connectivity graph
 
@@ -112,3 +115,43 @@ def by_clustering(emb: np.ndarray, indices: list[int], *, cluster_size: int, svd
     groups = [m for m in members.values() if len(m) >= 2]
     groups.sort(key=lambda m: m[0])  # stable ids, independent of label numbering
     return [Group(f"cluster{k}", m) for k, m in enumerate(groups)]
+
+
+def make_groups(cfg, passages: Passages, strategy: str, encoder, seed: int):
+    """(groups, pool, pool embeddings) for one run; pool: the passages the groups were drawn from, sorted.
+
+    `cluster` embeds a sample of `generate.sample_size` passages and returns those embeddings with
+    their row numbers (mining reuses them); `page` / `prefix` sample whole groups instead and return
+    None there. No group at all stops the run: nothing could be composed.
+    """
+    g = cfg.generate
+    n = len(passages)
+    if strategy == "cluster":
+        pool = sample_indices(n, g.sample_size, seed)
+        emb = encoder.encode([passages.text(i) for i in pool], "passages")
+        row_of = {i: row for row, i in enumerate(pool)}
+        groups = by_clustering(emb, list(range(len(pool))), cluster_size=int(g.cluster_size),
+                               svd_dim=int(g.svd_dim), seed=seed)
+        groups = [Group(x.gid, [pool[m] for m in x.members]) for x in groups]
+        pool_emb = (emb, row_of)
+    else:
+        if strategy == "page":
+            groups = by_page([d.title for d in passages.docs], list(range(n)), int(g.page_size))
+        else:
+            groups = by_prefix(passages.ids, list(range(n)))
+        if g.sample_size is not None and n > g.sample_size:
+            rng = random.Random(f"{seed}:sample")
+            rng.shuffle(groups)
+            chosen, total = [], 0
+            for x in groups:
+                if total >= g.sample_size:
+                    break
+                chosen.append(x)
+                total += len(x.members)
+            groups = sorted(chosen, key=lambda x: x.members[0])
+        pool = sorted(i for x in groups for i in x.members)
+        pool_emb = None
+    if not groups:
+        raise DataError(passages.source, None, f"no group of two or more passages (grouping={strategy}): "
+                        f"{len(passages)} usable passages; try generate.grouping=cluster or a larger corpus")
+    return groups, pool, pool_emb

@@ -1,6 +1,7 @@
 """Draws and labels: which passages a Boolean question is built from, and which are positive.
 
-A draw picks a group, 2 or 3 candidate passages in it, and a target:
+A draw picks a group, `generate.min_candidates` to `max_candidates` candidate passages
+in it (the paper uses 2 or 3), and a target:
 
 - AND: the broad question plus conditions only the target meets. Positive: the
   target; negatives: the other candidates.

@@ -1,11 +1,29 @@
-"""Counting what happened, and saying it: the report JSON and the terminal summary."""
+"""Counting what happened, and saying it: the report JSON beside the examples and the terminal summary.
+
+The report holds no secret: the LLM URL loses any user:password before it gets here, and
+`write_report` refuses to write text that contains the API key all the same.
+"""
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 
+from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
+
+from boolcl.errors import ConfigError
+from boolcl.files import atomic_write_text
+from boolcl.generate import prompts
+from boolcl.generate.cluster import Group
+from boolcl.generate.corpus import Passages
+from boolcl.generate.offline import QUALITY_NOTE
+from boolcl.llm.client import LLMStats
 
 STAGES = ("atomic", "compose", "filter", "dedup")
 
@@ -62,6 +80,75 @@ class ParseLog:
 
 def cost(prompt_tokens: int, completion_tokens: int, price_in: float, price_out: float) -> float:
     return round(prompt_tokens / 1e6 * price_in + completion_tokens / 1e6 * price_out, 6)
+
+
+def report_path(out: Path) -> Path:
+    return out.with_name(f"{out.stem}.report.json")
+
+
+def build_report(cfg, *, out: Path, identity: dict, llm_info: dict, passages: Passages, strategy: str,
+                 groups: list[Group], pool: list[int], targets: dict[str, int], chosen: dict[str, list],
+                 examples: int, sched, stats: LLMStats, mined: list[list[int]], encoder,
+                 times: tuple[float, float, float, float]) -> dict:
+    """The report of one run. `sched`: the finished Scheduler (funnel, stop reasons, and its
+    DrawProcessor's answer counters); `times`: perf_counter at start, after grouping, after the
+    LLM phase and after mining."""
+    g, llm_cfg, s = cfg.generate, cfg.llm, stats
+    offline = llm_cfg.backend == "offline"
+    work = sched.work
+    t0, t_groups, t_llm, t_mine = times
+    for op in targets:
+        sched.funnel.final[op] = len(chosen[op])
+    shortfall = {op: f"{len(chosen[op])} of {n} ({sched.stop_reason.get(op, 'stopped early')})"
+                 for op, n in targets.items() if len(chosen[op]) < n}
+    return {
+        "name": str(cfg.name), "output": str(out), "report": str(report_path(out)),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "offline": offline, "quality_note": QUALITY_NOTE if offline else None,
+        "llm": {**llm_info, "prompt_version": prompts.PROMPT_VERSION, "concurrency": int(llm_cfg.concurrency),
+                "temperature": identity["temperature"], "max_tokens": identity["max_tokens"],
+                "api_key_env": str(llm_cfg.api_key_env) if not offline else None},
+        "corpus": {"source": passages.source, "passages": passages.total, "usable": len(passages),
+                   "skipped": dict(passages.skipped), "grouping": strategy, "groups": len(groups),
+                   "pool": len(pool), "mean_group_size": round(sum(len(x.members) for x in groups) / len(groups), 2)},
+        "requested": targets, "final_examples": examples,
+        "per_operator": {op: len(chosen[op]) for op in targets},
+        "shortfall": "; ".join(f"{op}: {v}" for op, v in shortfall.items()),
+        "filter_mode": work.mode,
+        "operators": sched.funnel.to_dict(list(targets)),
+        "llm_answers": work.parses.to_dict(), "checks": {k: dict(v) for k, v in work.verdicts.items()},
+        "calls": s.to_dict(),
+        "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens,
+                   "cached_prompt": s.cached_prompt_tokens, "cached_completion": s.cached_completion_tokens,
+                   "estimated": s.estimated_tokens},
+        "cost_usd": {"this_run": cost(s.prompt_tokens, s.completion_tokens, llm_cfg.price_input, llm_cfg.price_output),
+                     "whole_set": cost(s.prompt_tokens + s.cached_prompt_tokens,
+                                       s.completion_tokens + s.cached_completion_tokens,
+                                       llm_cfg.price_input, llm_cfg.price_output),
+                     "prices_per_million": {"input": llm_cfg.price_input, "output": llm_cfg.price_output},
+                     "note": ("estimate from token counts; whole_set: every distinct answer this run used or "
+                              "made, from the cache or not" + (
+                         "; offline: tokens guessed from text length, what llm.model would cost at these prices"
+                         if offline else ""))},
+        "negatives": {"per_example": int(g.hard_negatives), "depth": int(g.mine_depth),
+                      "mined": sum(len(m) for m in mined),
+                      "encoder": (str(g.encoder or cfg.model) if encoder is not None else None),
+                      "texts_encoded": encoder.encoded if encoder is not None else 0},
+        "config": {"seed": int(cfg.seed), "generate": OmegaConf.to_container(g, resolve=True),
+                   "llm": OmegaConf.to_container(llm_cfg, resolve=True)},
+        "elapsed_s": {"grouping": round(t_groups - t0, 3), "llm": round(t_llm - t_groups, 3),
+                      "llm_busy": round(s.busy_s, 3), "negatives": round(t_mine - t_llm, 3),
+                      "total": round(time.perf_counter() - t0, 3)},
+    }
+
+
+def write_report(report: dict, path: Path, api_key_env: str) -> None:
+    """The report as JSON at `path`; refuses when the text would contain the key in `$api_key_env`."""
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    secret = os.environ.get(api_key_env, "")
+    if secret and len(secret) >= 8 and secret in text:  # cannot happen by construction; never risk it
+        raise ConfigError("refusing to write a report that contains the API key")
+    atomic_write_text(path, text)
 
 
 def print_summary(report: dict, console: Console | None = None) -> None:
