@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from boolcl.data.beir import load_beir
 from boolcl.data.hub import load_hf_split
 from boolcl.data.jsonl import read_jsonl
 from boolcl.data.schema import (
+    BEIR_HINT,
     Context,
     CorpusDoc,
     EvalQuestion,
@@ -84,6 +86,9 @@ def load_msmarco_dev(source: str = MSMARCO_DEV_HUB) -> RetrievalSet:
 def load_folder(path: str | os.PathLike, name: str | None = None) -> RetrievalSet:
     """A folder in the project's own layout: `eval.jsonl` + `corpus.jsonl`."""
     path = Path(path)
+    if not (path / "eval.jsonl").is_file() and (path / "queries.jsonl").is_file() and (path / "qrels").is_dir():
+        raise DataError(path / "eval.jsonl", None, f"file not found; the folder has queries.jsonl and qrels/: "
+                        f"{BEIR_HINT}")
     questions = read_jsonl(path / "eval.jsonl", EvalQuestion.from_dict, unique=lambda q: q.qid)
     docs = read_jsonl(path / "corpus.jsonl", CorpusDoc.from_dict, unique=lambda d: d.docid)
     rs = RetrievalSet(name or path.name, questions, Corpus.from_docs(docs), str(path))
@@ -122,7 +127,8 @@ def subsample(rs: RetrievalSet, max_corpus: int, seed: int) -> tuple[RetrievalSe
 
 
 def load_retrieval_set(spec: str) -> RetrievalSet:
-    """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, `msmarco-dev`, or a folder."""
+    """`sample`, `boolquestions-msmarco[:LOCAL_DIR]`, `boolquestions-nq[:LOCAL_DIR]`, `msmarco-dev`, `beir:PATH`,
+    or a folder."""
     ds = parse_data_spec(spec)
     if ds.kind == "sample":
         return load_folder(SAMPLE_DIR, "sample")
@@ -132,9 +138,14 @@ def load_retrieval_set(spec: str) -> RetrievalSet:
         return load_msmarco_dev(ds.path or MSMARCO_DEV_HUB)
     if ds.kind == "folder":
         return load_folder(spec)
+    if ds.kind == "beir":  # binary relevance here; `boolcl evaluate` scores the graded qrels
+        return load_beir(ds.path, ds.split, ds.name).rset
+    if ds.kind == "nevir":
+        raise DataError(spec, None, "NevIR is a set of passage pairs, not a retrieval set; score it with "
+                        "`boolcl evaluate MODEL data=nevir[:PATH]`")
     raise DataError(spec, None, "unknown data set; use 'sample', 'boolquestions-msmarco', 'boolquestions-nq', "
-                    "'msmarco-dev' (optionally ':/path/to/local/copy'), quest..., birco-..., or a folder with "
-                    "eval.jsonl and corpus.jsonl")
+                    "'msmarco-dev' (optionally ':/path/to/local/copy'), quest..., birco-..., beir:PATH, nevir[:PATH], "
+                    "or a folder with eval.jsonl and corpus.jsonl")
 
 
 def load_training_pool(spec: str) -> tuple[list[TrainingExample], Corpus | None]:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 QUESTION_TYPES = ("and", "or", "not")
+BEIR_HINT = "this looks like a BEIR corpus: use data=beir:PATH"  # rows with `_id`/`text` instead of `docid`/`doc`
 # 'simple' marks original (non-Boolean) training queries: MS MARCO or the sample's atomic questions.
 TRAIN_TYPES = QUESTION_TYPES + ("simple",)
 
@@ -90,6 +91,8 @@ class CorpusDoc:
     def from_dict(cls, row: dict) -> "CorpusDoc":
         if not isinstance(row, dict):
             raise RowError("<row>", f"must be a JSON object, got {type(row).__name__}")
+        if "docid" not in row and "doc" not in row and "_id" in row and "text" in row:
+            raise RowError("docid", f"is missing: {BEIR_HINT}")
         return cls(docid=_str(row, "docid", is_id=True), doc=_str(row, "doc"),
                    title=_str(row, "title", required=False, allow_empty=True))
 

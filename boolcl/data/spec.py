@@ -12,16 +12,17 @@ from boolcl.data import birco, quest
 from boolcl.errors import DataError
 
 BOOLQUESTIONS = {"boolquestions-msmarco": "MSMARCO", "boolquestions-nq": "NaturalQuestions"}
-BENCHMARKS = ("quest", "birco")
+BENCHMARKS = ("quest", "birco", "beir", "nevir")
+BEIR_SPLITS = ("test", "dev", "train")
 
 
 @dataclass(frozen=True)
 class DataSpec:
     spec: str  # as the user wrote it
-    kind: str  # sample | boolquestions | msmarco-dev | quest | birco | folder | file
+    kind: str  # sample | boolquestions | msmarco-dev | quest | birco | beir | nevir | folder | file
     name: str  # the set's name in results.json, eval/<name>/ and compare's tables
     path: str | None = None  # local copy, folder or file; None: the bundled sample or the hub
-    split: str | None = None  # quest / birco split
+    split: str | None = None  # quest / birco / beir split
     task: str | None = None  # birco task; None: every task found
 
     @property
@@ -59,6 +60,19 @@ def parse_data_spec(spec: str, *, files: bool = False) -> DataSpec:
             raise DataError(spec, None, f"unknown BIRCO task {rest!r}; use birco-<task>[-dev][:PATH] with a task "
                             f"of {', '.join(birco.TASKS)}, or birco[:PATH] for all")
         return DataSpec(spec, "birco", f"birco-{rest}" + ("" if split == "test" else f"-{split}"), local, split, rest)
+    if name in ("beir",) + tuple(f"beir-{s}" for s in BEIR_SPLITS):
+        split = name[5:] or "test"
+        if local is None:
+            raise DataError(spec, None, "a BEIR set needs its location: data=beir:PATH (a folder with corpus.jsonl, "
+                            "queries.jsonl and qrels/<split>.tsv, a local copy of an MTEB hub repository, or a hub "
+                            f"id such as mteb/scifact); data=beir-<split>:PATH for a split of {', '.join(BEIR_SPLITS)}")
+        folder = Path(local).name or local.rstrip("/").rsplit("/", 1)[-1]
+        return DataSpec(spec, "beir", f"beir-{folder}" + ("" if split == "test" else f"-{split}"), local, split)
+    if name.startswith("beir-") and not Path(spec).exists():
+        raise DataError(spec, None, f"unknown BEIR split {name[5:]!r}; use beir:PATH (test) or beir-<split>:PATH "
+                        f"with a split of {', '.join(BEIR_SPLITS)}")
+    if name == "nevir":
+        return DataSpec(spec, "nevir", "nevir", local, "test")
     path = Path(spec)
     if path.is_dir():
         return DataSpec(spec, "folder", path.name or spec, spec)

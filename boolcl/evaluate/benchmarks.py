@@ -16,6 +16,12 @@ Specs (the `data=` value):
   (`mteb/BIRCO-<Task>-Test`). Each query's candidate pool is ranked (no full-corpus search)
   and scored with graded nDCG@10 (+ MRR, Recall) per task; with several tasks the data
   description also holds the paper's average over tasks.
+- `beir:PATH`, `beir-<split>:PATH` (split test by default, or dev / train): a BEIR folder,
+  a local copy of an MTEB hub repository, or a hub id (`mteb/scifact`); see boolcl/data/beir.py.
+  Full-corpus search; MRR@10, graded nDCG@10, Recall@100, and NegRecall@10 over the queries
+  whose qrels hold a grade below 0.
+- `nevir[:PATH]`: NevIR's test pairs, paired accuracy plus each side's; see
+  boolcl/evaluate/nevir.py.
 
 `run=FILE` scores a ranking instead of a model: a TREC run (`qid Q0 docid rank score
 tag`; ties broken by docid, descending, as trec_eval does), a BIRCO rank pickle
@@ -28,21 +34,31 @@ import time
 import warnings
 from pathlib import Path
 
+from boolcl.data import beir as beir_data
 from boolcl.data import birco as birco_data
 from boolcl.data import quest as quest_data
+from boolcl.data.loaders import subsample
 from boolcl.data.schema import Context, EvalQuestion
 from boolcl.data.sets import RetrievalSet
 from boolcl.data.spec import DataSpec, parse_data_spec
 from boolcl.errors import DataError
+from boolcl.evaluate.nevir import evaluate_nevir
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.models import load_eval_model
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.retrieval.search import normalize
 from boolcl.scoring import metrics
 from boolcl.scoring.report import read_trec_run  # noqa: F401  (part of this module's interface)
-from boolcl.scoring.runner import RUN_DEPTH, EvalResult, evaluate_model
+from boolcl.scoring.runner import (
+    RUN_DEPTH,
+    EvalResult,
+    data_info,
+    evaluate_model,
+    evaluate_spec,
+)
 
 QUEST_RECALL_KS = (20, 100)
+BEIR_RECALL_K = 100  # BEIR's Recall@100, next to MRR@10 and nDCG@10
 BIRCO_MAIN_K = 10  # the BIRCO paper's nDCG@10
 SHOW_PROGRESS = True  # progress bars while encoding
 
@@ -320,10 +336,68 @@ def _evaluate_quest(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResu
     return result, data
 
 
+# ----------------------------------------------------------------------------- BEIR
+
+def beir_values(ranked: dict[str, list[str]], qrels: dict, negatives: dict, k: int) -> dict[str, dict[str, float]]:
+    """MRR/NegRecall/Recall/nDCG @k (graded nDCG), the same @10 when k differs, and Recall@100."""
+    values = metrics.per_query(ranked, qrels, negatives, k=k)
+    if k != 10:
+        values.update(metrics.per_query(ranked, qrels, negatives, k=10, measures=("MRR", "NegRecall", "nDCG")))
+    if k != BEIR_RECALL_K:
+        values.update(metrics.per_query(ranked, qrels, negatives, k=BEIR_RECALL_K, measures=("Recall",)))
+    return values
+
+
+def _evaluate_beir(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
+    """Full-corpus search on a BEIR split, scored with its graded qrels.
+
+    As BEIR's own evaluation does, a passage whose id equals the query's id is dropped from
+    that query's ranking (sets such as ArguAna and Quora hold the query itself in the corpus).
+    """
+    k = int(_cfg(cfg, "eval.k", 10))
+    depth = max(k, RUN_DEPTH, BEIR_RECALL_K)
+    bset = beir_data.load_beir(bs.path, bs.split or "test", bs.name)
+    rset, sampling, timings = bset.rset, None, {}
+    run_path = _cfg(cfg, "run")
+    if run_path:
+        path = Path(run_path)
+        run = read_trec_run(path)
+        unknown = sorted(set(run) - set(bset.qrels))
+        if unknown:
+            raise DataError(path, None, f"query {unknown[0]!r} is not among the {len(bset.qrels)} judged queries "
+                            f"of {bs.name} ({len(unknown)} such)", field="qid")
+        settings = {"k": k, "run": {"path": str(path.resolve()), "format": "trec"}}
+    else:
+        if not model_spec:
+            raise ValueError("evaluate_benchmark needs a model or run=FILE")
+        max_corpus = _cfg(cfg, "eval.max_corpus")
+        if max_corpus and max_corpus < len(rset.corpus):
+            rset, sampling = subsample(rset, int(max_corpus), int(_cfg(cfg, "seed", 0)))
+        res, info = evaluate_spec(model_spec, rset, cfg, show_progress=SHOW_PROGRESS)
+        run, timings = res.run, res.timings
+        settings = dict(res.settings, model=info, protocol="full-corpus search")
+    run = {q: [(d, s) for d, s in lst if d != q] for q, lst in run.items()}
+    missing = sum(1 for q in bset.qrels if q not in run)
+    if missing:
+        warnings.warn(f"{bs.name}: {missing} of {len(bset.qrels)} queries have no ranking and score 0", stacklevel=3)
+    ranked = {q: [d for d, _ in lst] for q, lst in run.items()}
+    values = beir_values(ranked, bset.qrels, bset.negatives, k)
+    groups = {q.qid: q.question_type for q in rset.questions}
+    settings.update({"ignore_identical_ids": True, "questions": len(bset.qrels), "passages": len(rset.corpus)})
+    data = {**data_info(rset), **bset.describe(), "queries_without_ranking": missing,
+            "negrecall": "over the queries whose qrels hold a grade below 0 (explicit negatives)"
+                         if bset.counts["with_explicit_negatives"] else "not applicable: no grade below 0 in the qrels"}
+    if sampling:
+        data["corpus_sample"] = sampling
+    result = EvalResult(metrics.aggregate(values, groups), values, {q: lst[:depth] for q, lst in run.items()},
+                        settings, timings, groups)
+    return result, data
+
+
 # ----------------------------------------------------------------------------- entry point
 
 def evaluate_benchmark(spec: str, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
-    """Evaluate `model_spec`, or the ranking file `cfg.run` when set, on a QUEST/BIRCO spec.
+    """Evaluate `model_spec`, or the ranking file `cfg.run` when set, on a QUEST/BIRCO/BEIR/NevIR spec.
 
     Returns the EvalResult (metrics per group: operator for QUEST, task for BIRCO; values
     are fractions) and a description of the data for results.json. With a model, the
@@ -332,8 +406,12 @@ def evaluate_benchmark(spec: str, model_spec: str | None, cfg) -> tuple[EvalResu
     """
     bs = parse_data_spec(spec)
     if not bs.is_benchmark:
-        raise DataError(spec, None, "not a QUEST or BIRCO spec; use quest[-val|-train][:PATH], "
-                        "birco-<task>[-dev][:PATH] or birco[:PATH]")
+        raise DataError(spec, None, "not a benchmark spec; use quest[-val|-train][:PATH], "
+                        "birco-<task>[-dev][:PATH], birco[:PATH], beir[-<split>]:PATH or nevir[:PATH]")
     if bs.kind == "quest":
         return _evaluate_quest(bs, model_spec, cfg)
+    if bs.kind == "beir":
+        return _evaluate_beir(bs, model_spec, cfg)
+    if bs.kind == "nevir":
+        return evaluate_nevir(bs, model_spec, cfg, show_progress=SHOW_PROGRESS)
     return _evaluate_birco(bs, model_spec, cfg)
