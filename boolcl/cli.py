@@ -97,6 +97,16 @@ def cmd_decompose(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from boolcl.config import compose
+    from boolcl.evaluate.explain import explain
+
+    overrides = _overrides(args)
+    data = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("data=")), None)
+    explain(args.model, args.question, compose(overrides), data=data, console=Console())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="boolcl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
@@ -150,6 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
             "the lists hard (intersection/union/difference, as the paper) and soft (weighted scores,\n"
             "decompose.soft_lambda), and writes OUT/hard and OUT/soft results.json + run.trec for compare.")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
+
+    p = add("explain", "show what a model reads in one question: scope-pooling weights per token, top 10 passages",
+            cmd_explain,
+            "For a model with scope pooling (train.scope), prints each token of the question with the head's\n"
+            "probabilities (ordinary / negation marker / excluded) and its pooling weight\n"
+            "p(ordinary) - drop*p(excluded); a mean-pooled model has no head to show. With data=... (sample,\n"
+            "a folder, boolquestions-*) it also lists the top 10 passages, marking the excluded passage\n"
+            "(negative_ctxs) and the positives when the question is one of that set's questions.\n"
+            'Example: boolcl explain checkpoints/not_plus_tiny-... "Which instruments are bowed, other than the cello?" data=sample')
+    p.add_argument("model", help="hub id, SentenceTransformer folder or checkpoint")
+    p.add_argument("question", help="the question, quoted")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data=sample eval.query_prompt=...")
 
     p = add("config", "print the resolved config for a recipe and overrides", cmd_config)
     p.add_argument("overrides", nargs="*", help="recipe=NAME and key=value overrides")

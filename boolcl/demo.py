@@ -12,6 +12,7 @@ from rich.console import Console
 from boolcl.config import compose
 from boolcl.data.loaders import load_retrieval_set
 from boolcl.files import atomic_write_text
+from boolcl.retrieval.card import record_results
 from boolcl.scoring.report import print_table, results_dict
 from boolcl.scoring.runner import data_info, evaluate_spec
 from boolcl.train.loop import train
@@ -45,6 +46,7 @@ def run_demo(overrides: list[str], console: Console | None = None) -> dict:
     payload["base"] = results_dict(before, model=base_info, data=data_info(rset), k=k)
     payload["demo_seconds"] = time.perf_counter() - started
     atomic_write_text(run_dir / "results.json", json.dumps(payload, indent=2) + "\n")
+    record_results(run_dir, payload, base=payload["base"])  # the card shows before / after too
 
     b, a = payload["base"]["headline"], payload["headline"]
     delta = {key: (a[key] - b[key]) if a[key] is not None and b[key] is not None else None for key in a}

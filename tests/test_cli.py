@@ -7,7 +7,7 @@ import pytest
 
 from boolcl.cli import main
 
-SUBCOMMANDS = ["generate", "train", "evaluate", "compare", "decompose", "demo", "config"]
+SUBCOMMANDS = ["generate", "train", "evaluate", "compare", "decompose", "demo", "explain", "config"]
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)

@@ -9,6 +9,7 @@ from boolcl.data.loaders import load_retrieval_set, subsample
 from boolcl.distributed import process_state
 from boolcl.errors import ConfigError
 from boolcl.evaluate.benchmarks import evaluate_benchmark, is_benchmark
+from boolcl.retrieval.card import record_results
 from boolcl.scoring.report import read_trec_run, results_dict, write_results
 from boolcl.scoring.runner import EvalResult, data_info, evaluate_spec, score_run
 
@@ -48,6 +49,8 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
     tag = Path(cfg.run).stem if cfg.run else Path(str(model_spec)).name
     if process_state().is_main_process:  # under `accelerate launch` every process encoded its shards
         payload = write_results(out_dir, result, model=info, data=data, k=cfg.eval.k, tag=tag)
+        if model_spec and not cfg.run:  # a boolcl run folder's model card gains this data set's results
+            record_results(model_spec, payload)
     else:
         payload = results_dict(result, model=info, data=data, k=cfg.eval.k)
     return result, payload, out_dir

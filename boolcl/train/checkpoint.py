@@ -10,14 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
+from collections import Counter
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from boolcl.data.loaders import SAMPLE_DIR
+from boolcl.data.loaders import SAMPLE_DIR, load_training_pool
 from boolcl.errors import ConfigError
 from boolcl.files import atomic_write_text
-from boolcl.retrieval.models import set_encoder
+from boolcl.retrieval.card import flat, write_train_card
+from boolcl.retrieval.models import load_eval_model, set_encoder
 
 STATE_FILE = "trainer_state.json"
 
@@ -30,9 +33,23 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+def base_model_info(cfg) -> dict:
+    """The starting model's spec and fingerprint, as `boolcl evaluate` would report it (results.json
+    `model.fingerprint`), so a card names exactly which weights the run continued from."""
+    info = {"spec": str(cfg.model)}
+    try:
+        model, described = load_eval_model(str(cfg.model), cfg)
+        info |= {"origin": described["origin"], "fingerprint": described["fingerprint"]}
+        del model
+    except Exception as err:  # noqa: BLE001 - the run itself loaded it; the card says why it has no hash
+        info["fingerprint_error"] = f"{type(err).__name__}: {err}"
+    return info
+
+
 def manifest(cfg, mix: dict) -> dict:
-    """Which files the run read, with hashes, so a result can be traced to its data."""
-    files = {}
+    """Which files the run read, with hashes and questions per type, and the starting model's
+    fingerprint, so a result can be traced to its data and weights (the model card shows it)."""
+    files, per_operator = {}, {}
     for spec in (cfg.train.boolean, cfg.train.original):
         if spec == "sample":
             paths = [SAMPLE_DIR / "train.jsonl", SAMPLE_DIR / "corpus.jsonl"]
@@ -44,22 +61,14 @@ def manifest(cfg, mix: dict) -> dict:
                 paths.append(Path(spec).with_name("corpus.jsonl"))
         for p in paths:
             files[str(p)] = {"sha256": file_hash(p), "bytes": p.stat().st_size}
-    return {"mix": mix, "files": files}
+        if str(spec) not in per_operator:
+            per_operator[str(spec)] = dict(Counter(e.question_type for e in load_training_pool(spec)[0]))
+    return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg)}
 
 
 def flat_config(cfg) -> dict:
     """Scalars only, dotted keys: what trackers such as TensorBoard accept as hyper-parameters."""
-    out = {}
-
-    def walk(node, prefix):
-        for key, value in node.items():
-            if isinstance(value, dict):
-                walk(value, f"{prefix}{key}.")
-            elif key != "api_key_env":
-                out[f"{prefix}{key}"] = value if isinstance(value, (int, float, str, bool)) else str(value)
-
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
-    return out
+    return {k: "None" if v is None else v for k, v in flat(OmegaConf.to_container(cfg, resolve=True)).items()}
 
 
 class TrainLog:
@@ -116,11 +125,20 @@ def plain(model):
     return merged
 
 
-def save_model(accelerator, model, folder: Path) -> None:
-    """A plain SentenceTransformer folder (loads without peft), written by rank 0."""
+def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, step: int | None = None) -> None:
+    """A plain SentenceTransformer folder (loads without peft), written by rank 0, with a model
+    card that describes this run (retrieval/card.py), not the base model's card copied over.
+    `run_dir` (default `folder`) holds config.yaml and data_manifest.json."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        plain(accelerator.unwrap_model(model)).save(str(folder))
+        out = plain(accelerator.unwrap_model(model))
+        out.save(str(folder), create_model_card=False)
+        run_dir = Path(run_dir or folder)
+        if (run_dir / "config.yaml").is_file():
+            write_train_card(out, Path(folder), run_dir, precision=str(accelerator.mixed_precision),
+                             processes=accelerator.num_processes, step=step)
+        else:
+            print(f"boolcl: {run_dir} has no config.yaml; {folder} is saved without a model card", file=sys.stderr)
     accelerator.wait_for_everyone()
 
 
@@ -130,7 +148,7 @@ def save_checkpoint(accelerator, model, run_dir: Path, progress: dict, keep_last
     tmp = run_dir / f".tmp-checkpoint-{progress['step']}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
-    save_model(accelerator, model, tmp)
+    save_model(accelerator, model, tmp, run_dir=run_dir, step=progress["step"])
     accelerator.save_state(str(tmp / "state"))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
