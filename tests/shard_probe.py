@@ -9,7 +9,7 @@ import torch
 from accelerate import Accelerator
 
 from boolcl.distributed import cpu_only_distributed
-from boolcl.train.data import EpochShuffle
+from boolcl.train.sampling import EpochShuffle
 
 
 class Indices(torch.utils.data.Dataset):

@@ -6,8 +6,9 @@ import torch.nn.functional as F
 from boolcl.config import compose
 from boolcl.data.schema import TrainingExample
 from boolcl.errors import ConfigError
-from boolcl.train.data import Collator, Item, ItemDataset
+from boolcl.train.collate import Collator, ItemDataset
 from boolcl.train.decomposition import not_parts, synthetic_questions, teacher_targets
+from boolcl.train.mixing import Item
 from boolcl.train.not_aware import DecompositionDistill
 
 
@@ -91,13 +92,13 @@ def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_mode
     ds = ItemDataset(items, 1, synthetic=[("syn 0?", s0), ("syn 1?", s1)], synthetic_per_item=1)
     batch = Collator(tok, 16, 1, pairs=True, decomposition=True)([ds[i] for i in range(3)])
     # rows: 3 items, 1 plain question (item 0), then one synthetic wording per item
-    assert batch["query_features"]["input_ids"].shape[0] == 3 + 1 + 3
-    assert batch["distill_rows"].tolist() == [0, 2, 4, 5, 6]
-    assert batch["distill_targets"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 2.0]  # synthetic 0, 1, 0 in turn
+    assert batch.query_features["input_ids"].shape[0] == 3 + 1 + 3
+    assert batch.distill_rows.tolist() == [0, 2, 4, 5, 6]
+    assert batch.distill_targets[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 2.0]  # synthetic 0, 1, 0 in turn
     ds.set_epoch(1)  # the next epoch moves on through the wordings
     assert ds[0]["synthetic"][0][0] == "syn 1?"
     off = Collator(tok, 16, 1)([ds[i] for i in range(3)])
-    assert off["query_features"]["input_ids"].shape[0] == 3 and "distill_rows" not in off
+    assert off.query_features["input_ids"].shape[0] == 3 and off.distill_rows is None
 
 
 def test_decomposition_config_errors_name_the_key():

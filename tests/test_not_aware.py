@@ -11,9 +11,11 @@ from conftest import ROOT, write_pool
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError
-from boolcl.train.data import Collator, EpochShuffle, Item, ItemDataset, passage_key
+from boolcl.train.collate import Collator, ItemDataset, passage_key
 from boolcl.train.loop import train
+from boolcl.train.mixing import Item
 from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
+from boolcl.train.sampling import EpochShuffle
 
 
 @pytest.fixture
@@ -119,16 +121,16 @@ def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_
              Item("and q", ["d"], ["D"], ["c"], ["C"], "and", n_explicit=1)]
     ds = ItemDataset(items, n_negatives=2)
     batch = Collator(tok, 16, 2, pairs=True)([ds[i] for i in range(3)])
-    assert batch["query_features"]["input_ids"].shape[0] == 4  # 3 queries + 1 plain question
-    assert batch["pair_rows"].tolist() == [0]
-    target = batch["pair_targets"][0].item()
-    assert target == 3 and batch["passage_keys"][target].item() == passage_key("x")  # item 0's first negative
-    assert set(batch["pair_positive_keys"][0].tolist()) == {passage_key("a"), passage_key("b"), passage_key("x")}
+    assert batch.query_features["input_ids"].shape[0] == 4  # 3 queries + 1 plain question
+    assert batch.pair_rows.tolist() == [0]
+    target = batch.pair_targets[0].item()
+    assert target == 3 and batch.passage_keys[target].item() == passage_key("x")  # item 0's first negative
+    assert set(batch.pair_positive_keys[0].tolist()) == {passage_key("a"), passage_key("b"), passage_key("x")}
     # the exclusion margin applies to NOT items' labelled negatives only (not the AND item's)
-    assert batch["excluded"].tolist() == [[True, False], [False, False], [False, False]]
-    assert batch["is_original"].tolist() == [False, True, False]
+    assert batch.excluded.tolist() == [[True, False], [False, False], [False, False]]
+    assert batch.is_original.tolist() == [False, True, False]
     plain = Collator(tok, 16, 2)([ds[i] for i in range(3)])
-    assert plain["query_features"]["input_ids"].shape[0] == 3 and "pair_rows" not in plain
+    assert plain.query_features["input_ids"].shape[0] == 3 and plain.pair_rows is None
 
 
 def test_cluster_batches_keep_groups_together_and_vary_by_epoch():

@@ -16,7 +16,7 @@ from boolcl.pooling import (
     scope_pooling,
 )
 from boolcl.retrieval.models import load_model
-from boolcl.train.data import Item
+from boolcl.train.mixing import Item
 from boolcl.train.scope import (
     IGNORE,
     UNKNOWN,

@@ -10,9 +10,10 @@ from conftest import ROOT, dump_jsonl, write_pool
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError, DataError, TrainingError
-from boolcl.train.data import Collator, Item, ItemDataset
+from boolcl.train.collate import Collator, ItemDataset
 from boolcl.train.loop import train
 from boolcl.train.losses import InfoNCE
+from boolcl.train.mixing import Item
 
 
 @pytest.fixture
@@ -46,9 +47,9 @@ def test_collator_and_loss_mask_other_queries_labelled_positives(tiny_model_dir)
                       Item("q1", ["b"], ["B"], [], [], "simple")], n_negatives=1)
     batch = Collator(tok, 16, 1)([ds[0], ds[1]])
     # passages: [q0's positive A, q1's positive B, q0's negative N, a placeholder (q1 has no negative)]
-    assert batch["n_queries"] == 2 and batch["passage_features"]["input_ids"].shape[0] == 4
-    assert batch["query_features"]["input_ids"].shape == (2, 4)  # [CLS] q 0 [SEP]: queries padded on their own
-    mask = false_negative_mask(batch["positive_keys"], batch["passage_keys"], torch.arange(2))
+    assert batch.n_queries == 2 and batch.passage_features["input_ids"].shape[0] == 4
+    assert batch.query_features["input_ids"].shape == (2, 4)  # [CLS] q 0 [SEP]: queries padded on their own
+    mask = false_negative_mask(batch.positive_keys, batch.passage_keys, torch.arange(2))
     # B is a labelled positive of q0, so never its negative; the placeholder is nobody's negative
     assert mask.tolist() == [[False, True, False, True],
                              [False, False, False, True]]
@@ -278,7 +279,7 @@ def test_lora_trains_adapters_and_saves_a_plain_model(tiny_model_dir, pool, tmp_
 
 
 def test_group_by_length_makes_homogeneous_batches_in_random_order():
-    from boolcl.train.data import EpochShuffle
+    from boolcl.train.sampling import EpochShuffle
 
     lengths = [(i * 37) % 101 for i in range(1000)]
     plain, grouped = EpochShuffle(1000, 0), EpochShuffle(1000, 0, lengths, batch_size=10)

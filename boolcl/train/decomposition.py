@@ -21,7 +21,7 @@ example's provenance when it records them (the sample's `disjunctive` and
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -44,8 +44,7 @@ def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
 
     The offline decomposer's rules come first: their parts are the question's own words, so
     the target is a function of the text alone and what the encoder must learn is the
-    operator, not a paraphrase. (On the sample, rule targets trained to a higher MRR and a
-    lower NegRecall than the provenance's.) Provenance covers wordings the rules miss.
+    operator, not a paraphrase. Provenance covers wordings the rules miss.
     """
     if ex.question_type != "not":
         return None

@@ -1,14 +1,20 @@
 """The training loop: continue training a SentenceTransformer with InfoNCE on Accelerate.
 
-Read top to bottom: set-up (run folder, model, data), then the loop, then the final save.
-The same code runs on one CPU, one GPU or N GPUs (`accelerate launch`), and a run that
-was killed resumes from its last checkpoint to the same weights it would have reached.
+`train()` reads top to bottom: set-up (run folder, model, data, optimiser, objective), the
+loop, the final save. The set-up helpers above it each build one thing. The same code runs
+on one CPU, one GPU or N GPUs (`accelerate launch`), and a run that was killed resumes from
+its last checkpoint to the same weights it would have reached.
+
+Anything that draws random numbers is called in a fixed order (model and LoRA
+initialisation, then data, then the scope head's warm-up): changing that order changes the
+weights a run ends with.
 """
 from __future__ import annotations
 
 import json
 import math
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -27,14 +33,17 @@ from boolcl.files import atomic_write_text
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, scope
-from boolcl.train.data import Collator, EpochShuffle, ItemDataset, build_mix
+from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
+from boolcl.train.mixing import Item, build_mix
 from boolcl.train.objective import Objective
+from boolcl.train.sampling import EpochShuffle
+
+# ---------------------------------------------------------------- set-up helpers
 
 
 def mixed_precision(setting: str) -> str:
-    """`auto`: bf16 on GPUs that have it, else fp16; fp32 on CPU (exact, and what the tests pin).
-    On CPUs with AMX units `train.mixed_precision=bf16` is much faster (README: benchmarks)."""
+    """`auto`: bf16 on GPUs that have it, else fp16; fp32 on CPU (exact, and what the tests pin)."""
     if setting != "auto":
         return setting
     if torch.cuda.is_available():
@@ -59,27 +68,15 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
     return t.batch_size // per_step
 
 
-def train(cfg: DictConfig) -> Path:
+def build_model(cfg: DictConfig):
+    """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA."""
     t = cfg.train
-    state = PartialState(cpu=cpu_only_distributed())
-    run_dir = agree_on_run_dir(state, cfg)
-    resume_from = checkpoint.find_resume(t.resume, run_dir)
-    accelerator = Accelerator(cpu=cpu_only_distributed(), mixed_precision=mixed_precision(t.mixed_precision),
-                              gradient_accumulation_steps=t.grad_accum,
-                              log_with=list(t.report_to) or None, project_dir=str(run_dir))
-    is_main = accelerator.is_main_process
-    set_seed(cfg.seed)
-
-    # Everything that can fail cheaply fails here, before any compute.
-    local_batch = per_device_batch(cfg, accelerator.num_processes)
     model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length)
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
             pooling.install(model, t.scope.drop, t.scope.hidden)
         except ValueError as err:
             raise ConfigError(f"{cfg.model}: {err}") from None
-    similarity = model.similarity_fn_name or "cosine"
-    items, mix = build_mix(cfg)
     encoder = model[0].auto_model
     if getattr(encoder, "pooler", None) is not None:  # BERT's pooler: computed, never used by SentenceTransformer
         encoder.pooler.requires_grad_(False)  # (DDP would wait forever for its gradients)
@@ -91,8 +88,23 @@ def train(cfg: DictConfig) -> Path:
         set_encoder(model, get_peft_model(encoder, LoraConfig(
             r=t.lora.r, lora_alpha=t.lora.alpha, lora_dropout=t.lora.dropout,
             target_modules=list(t.lora.target_modules) if t.lora.target_modules else None)))
+    return model
 
-    query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
+
+@dataclass
+class Data:
+    items: list[Item]
+    mix: dict  # where the items came from, for data_manifest.json
+    dataset: ItemDataset
+    loader: torch.utils.data.DataLoader
+    practice: scope.ScopeSentences | None  # the scope head's practice sentences
+
+
+def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | None,
+               passage_prompt: str | None) -> Data:
+    """The training items, and a loader of `Batch`es in an order fixed by (seed, epoch)."""
+    t = cfg.train
+    items, mix = build_mix(cfg)
     synthetic = []
     if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
         synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
@@ -108,27 +120,151 @@ def train(cfg: DictConfig) -> Path:
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
-    steps_per_epoch = len(items) // (local_batch * accelerator.num_processes) // t.grad_accum
-    if steps_per_epoch == 0:
-        raise ConfigError(f"only {len(items)} training items: fewer than one global batch of {t.batch_size}")
-    micro_per_epoch = steps_per_epoch * t.grad_accum  # whole optimiser steps only: resume stays aligned
-    total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
-    epochs = math.ceil(total_steps / steps_per_epoch)
+    return Data(items, mix, dataset, loader, practice)
 
+
+@dataclass
+class Plan:
+    micro_per_epoch: int  # micro-batches per epoch: whole optimiser steps only, so resume stays aligned
+    total_steps: int
+    epochs: int
+
+
+def plan_steps(cfg: DictConfig, n_items: int, local_batch: int, processes: int) -> Plan:
+    t = cfg.train
+    steps_per_epoch = n_items // (local_batch * processes) // t.grad_accum
+    if steps_per_epoch == 0:
+        raise ConfigError(f"only {n_items} training items: fewer than one global batch of {t.batch_size}")
+    total_steps = t.max_steps if t.max_steps > 0 else steps_per_epoch * t.epochs
+    return Plan(steps_per_epoch * t.grad_accum, total_steps, math.ceil(total_steps / steps_per_epoch))
+
+
+def build_optimizer(cfg: DictConfig, model, total_steps: int, device: torch.device):
+    """AdamW with linear warm-up and decay; the scope head, which starts from zero, gets its own
+    larger learning rate. The parameter order is fixed: the optimiser state is restored by position."""
+    t = cfg.train
     head = pooling.scope_pooling(model)
-    head_params = list(head.parameters()) if head is not None and t.scope.weight else []  # in a fixed order:
-    in_head = {id(p) for p in head_params}  # the optimiser state is restored by position on resume
+    head_params = list(head.parameters()) if head is not None and t.scope.weight else []
+    in_head = {id(p) for p in head_params}
     groups = [{"params": [p for p in model.parameters() if p.requires_grad and id(p) not in in_head]}]
-    if head_params:  # the scope head starts from zero: it gets its own, larger learning rate
+    if head_params:
         groups.append({"params": head_params, "lr": t.scope.lr, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, fused=accelerator.device.type == "cuda")
+    optimizer = torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
-    # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
-    objective = Objective(t, similarity, model, autocast=accelerator.autocast).to(accelerator.device)
-    if t.scope.weight and t.scope.warmup and resume_from is None:  # after the retention teacher's copy
-        mix["scope_warmup"] = scope.warm_up(model, head, items, practice, steps=t.scope.warmup, lr=t.scope.lr,
-                                            seed=cfg.seed, prompt=query_prompt)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    return optimizer, scheduler
+
+
+def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan: Plan, resume_from: Path | None):
+    """config.yaml and data_manifest.json in the run folder, and what the run is about to do."""
+    t = cfg.train
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+    atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
+    print(f"training {cfg.name}: {mix['boolean']['examples']} Boolean + {mix['original']['examples']} original "
+          f"examples, processes: {accelerator.num_processes}, global batch {t.batch_size}, {plan.total_steps} steps, "
+          f"precision {accelerator.mixed_precision} -> {run_dir}" + (f" (resuming {resume_from.name})" if resume_from else ""),
+          flush=True)
+    if "decomposition" in mix:
+        d = mix["decomposition"]
+        print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
+              f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
+    if "scope_warmup" in mix:
+        w = mix["scope_warmup"]
+        print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
+              f"{w['token_accuracy']:.3f}", flush=True)
+
+
+# ---------------------------------------------------------------- loop helpers
+
+
+def epoch_batches(accelerator, data: Data, epoch: int, skip: int):
+    """The loader for `epoch`, past its first `skip` micro-batches (already trained before a resume)."""
+    data.dataset.set_epoch(epoch)
+    batches = accelerator.skip_first_batches(data.loader, skip) if skip else data.loader
+    batches.set_epoch(epoch)  # the order of an epoch depends on (seed, epoch) only
+    return batches
+
+
+def dropout_seed(seed: int, epoch: int, micro: int, rank: int) -> int:
+    """Dropout draws from a seed fixed by (seed, epoch, batch, rank) alone, so a resumed run
+    draws exactly what the uninterrupted run drew, whatever else used the RNG."""
+    return hash((seed, epoch, micro, rank)) % 2**63
+
+
+def non_finite_loss(loss: torch.Tensor, step: int, epoch: int, micro: int, run_dir: Path) -> TrainingError:
+    return TrainingError(f"loss is {loss.item()} at step {step} (epoch {epoch}, batch {micro}); "
+                         f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
+                         f"train.mixed_precision=no, or check that batch's data.")
+
+
+def out_of_memory(t, step: int, n_queries: int) -> TrainingError:
+    return TrainingError(
+        f"out of memory at step {step} with {n_queries} queries x {1 + t.hard_negatives} passages per "
+        f"device of length <= {t.max_length}: lower train.batch_size or train.hard_negatives, raise "
+        f"train.grad_accum (same global batch), set train.gradient_checkpointing=true, or lower "
+        f"train.max_length")
+
+
+def position_after(step: int, epoch: int, micro: int, plan: Plan) -> dict:
+    """Where the data stands after micro-batch `micro` of `epoch` (trainer_state.json)."""
+    if micro + 1 == plan.micro_per_epoch:
+        return {"step": step, "epoch": epoch + 1, "micro_batches": 0}
+    return {"step": step, "epoch": epoch, "micro_batches": micro + 1}
+
+
+class Meter:
+    """Triples and tokens seen since the loop started (counted on the CPU: no GPU sync), and
+    one record per logged step to train_log.jsonl, the trackers and the progress bar."""
+
+    def __init__(self, accelerator, log: checkpoint.TrainLog, bar):
+        self.accelerator, self.log, self.bar = accelerator, log, bar
+        self.seen, self.tokens, self.start = 0, 0, time.perf_counter()
+
+    def count(self, batch: Batch) -> None:
+        self.seen += batch.n_queries * self.accelerator.num_processes
+        self.tokens += batch.n_tokens * self.accelerator.num_processes
+
+    def write(self, step: int, epoch: int, loss: torch.Tensor, parts: dict, lr: float, grad_norm) -> None:
+        elapsed = time.perf_counter() - self.start
+        record = {"step": step, "epoch": epoch, "loss": self.accelerator.reduce(loss.detach(), "mean").item(),
+                  "lr": lr, "grad_norm": float(grad_norm),
+                  "triples_per_s": self.seen / elapsed, "elapsed_s": elapsed, "tokens": self.tokens}
+        if len(parts) > 1:  # each term of the objective on its own (this process's last batch)
+            record |= {f"loss_{k}": v.item() for k, v in parts.items()}
+        self.log.write(record)
+        self.accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
+        self.bar.set_postfix(loss=f"{record['loss']:.4f}")
+
+
+# ---------------------------------------------------------------- train
+
+
+def train(cfg: DictConfig) -> Path:
+    t = cfg.train
+    state = PartialState(cpu=cpu_only_distributed())
+    run_dir = agree_on_run_dir(state, cfg)
+    resume_from = checkpoint.find_resume(t.resume, run_dir)
+    accelerator = Accelerator(cpu=cpu_only_distributed(), mixed_precision=mixed_precision(t.mixed_precision),
+                              gradient_accumulation_steps=t.grad_accum,
+                              log_with=list(t.report_to) or None, project_dir=str(run_dir))
+    set_seed(cfg.seed)
+
+    # Set-up. Everything that can fail cheaply fails here, before any compute.
+    local_batch = per_device_batch(cfg, accelerator.num_processes)
+    model = build_model(cfg)
+    query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
+    data = build_data(cfg, model, local_batch, query_prompt, passage_prompt)
+    plan = plan_steps(cfg, len(data.items), local_batch, accelerator.num_processes)
+    optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
+    # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py);
+    # it copies the model as the retention teacher, so it comes before the scope warm-up
+    objective = Objective(t, model.similarity_fn_name or "cosine", model,
+                          autocast=accelerator.autocast).to(accelerator.device)
+    if t.scope.weight and t.scope.warmup and resume_from is None:
+        data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items, data.practice,
+                                                 steps=t.scope.warmup, lr=t.scope.lr, seed=cfg.seed,
+                                                 prompt=query_prompt)
+    model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process) and is only saved with the state.
     accelerator.register_for_checkpointing(scheduler)
@@ -137,59 +273,36 @@ def train(cfg: DictConfig) -> Path:
     progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
     if resume_from is not None:
         accelerator.load_state(str(resume_from / "state"))
-        progress = json.loads((resume_from / "trainer_state.json").read_text())
-    if is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
-        atomic_write_text(run_dir / "data_manifest.json", json.dumps(checkpoint.manifest(cfg, mix), indent=2) + "\n")
-        print(f"training {cfg.name}: {mix['boolean']['examples']} Boolean + {mix['original']['examples']} original "
-              f"examples, processes: {accelerator.num_processes}, global batch {t.batch_size}, {total_steps} steps, "
-              f"precision {accelerator.mixed_precision} -> {run_dir}" + (f" (resuming {resume_from.name})" if resume_from else ""),
-              flush=True)
-        if "decomposition" in mix:
-            d = mix["decomposition"]
-            print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
-                  f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
-        if "scope_warmup" in mix:
-            w = mix["scope_warmup"]
-            print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
-                  f"{w['token_accuracy']:.3f}", flush=True)
-    log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=is_main, after_step=progress["step"])
+        progress = json.loads((resume_from / checkpoint.STATE_FILE).read_text())
+    if accelerator.is_main_process:
+        write_run_files(cfg, run_dir, data.mix, accelerator, plan, resume_from)
+    log = checkpoint.TrainLog(run_dir / "train_log.jsonl", enabled=accelerator.is_main_process,
+                              after_step=progress["step"])
     accelerator.init_trackers("logs", config=checkpoint.flat_config(cfg))  # TensorBoard: <run>/logs/
 
     # The loop.
-    step, seen, tokens, start = progress["step"], 0, 0, time.perf_counter()
-    bar = tqdm(total=total_steps, initial=step, desc=f"training {cfg.name}", unit="step", disable=not is_main)
+    step = progress["step"]
+    bar = tqdm(total=plan.total_steps, initial=step, desc=f"training {cfg.name}", unit="step",
+               disable=not accelerator.is_main_process)
+    meter = Meter(accelerator, log, bar)
     model.train()
-    for epoch in range(progress["epoch"], epochs):
-        dataset.set_epoch(epoch)
+    for epoch in range(progress["epoch"], plan.epochs):
         skip = progress["micro_batches"] if epoch == progress["epoch"] else 0
-        batches = accelerator.skip_first_batches(loader, skip) if skip else loader
-        batches.set_epoch(epoch)  # the order of an epoch depends on (seed, epoch) only
-        for micro, batch in enumerate(batches, start=skip):
-            if micro >= micro_per_epoch:
+        for micro, batch in enumerate(epoch_batches(accelerator, data, epoch, skip), start=skip):
+            if micro >= plan.micro_per_epoch:
                 break
-            # Dropout draws from a seed fixed by (seed, epoch, batch, rank) alone, so a resumed
-            # run draws exactly what the uninterrupted run drew, whatever else used the RNG.
-            torch.manual_seed(hash((cfg.seed, epoch, micro, accelerator.process_index)) % 2**63)
+            torch.manual_seed(dropout_seed(cfg.seed, epoch, micro, accelerator.process_index))
             with accelerator.accumulate(model):
-                n = batch["n_queries"]
                 try:
-                    q = forward(batch["query_features"])
-                    p = forward(batch["passage_features"])
+                    q = forward(batch.query_features)
+                    p = forward(batch.passage_features)
                     loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch,
                                             (q.get("scope_logits"), p.get("scope_logits")))
                     if not torch.isfinite(loss):
-                        raise TrainingError(f"loss is {loss.item()} at step {step + 1} (epoch {epoch}, batch {micro}); "
-                                            f"checkpoints in {run_dir} are intact. Try a lower train.lr, "
-                                            f"train.mixed_precision=no, or check that batch's data.")
+                        raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
                     accelerator.backward(loss)
                 except torch.OutOfMemoryError:
-                    raise TrainingError(
-                        f"out of memory at step {step + 1} with {n} queries x {1 + t.hard_negatives} passages per "
-                        f"device of length <= {t.max_length}: lower train.batch_size or train.hard_negatives, raise "
-                        f"train.grad_accum (same global batch), set train.gradient_checkpointing=true, or lower "
-                        f"train.max_length") from None
+                    raise out_of_memory(t, step + 1, batch.n_queries) from None
                 grad_norm = None
                 if accelerator.sync_gradients:
                     grad_norm = accelerator.clip_grad_norm_(model.parameters(), t.max_grad_norm)
@@ -197,30 +310,19 @@ def train(cfg: DictConfig) -> Path:
                 if accelerator.sync_gradients:
                     scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-            seen += n * accelerator.num_processes
-            tokens += batch["n_tokens"] * accelerator.num_processes  # counted on the CPU: no GPU sync
+            meter.count(batch)
             if not accelerator.sync_gradients:
                 continue
             step += 1
             bar.update(1)
-            if step % t.log_every == 0 or step == total_steps:
-                elapsed = time.perf_counter() - start
-                record = {"step": step, "epoch": epoch, "loss": accelerator.reduce(loss.detach(), "mean").item(),
-                          "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                          "triples_per_s": seen / elapsed, "elapsed_s": elapsed, "tokens": tokens}
-                if len(parts) > 1:  # each term of the objective on its own (this process's last batch)
-                    record |= {f"loss_{k}": v.item() for k, v in parts.items()}
-                log.write(record)
-                accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
-                bar.set_postfix(loss=f"{record['loss']:.4f}")
-            if t.save_every and step % t.save_every == 0 and step < total_steps:
-                done = {"step": step, "epoch": epoch, "micro_batches": micro + 1}
-                if micro + 1 == micro_per_epoch:
-                    done = {"step": step, "epoch": epoch + 1, "micro_batches": 0}
-                checkpoint.save_checkpoint(accelerator, model, run_dir, done, keep_last=t.keep_last)
-            if step >= total_steps:
+            if step % t.log_every == 0 or step == plan.total_steps:
+                meter.write(step, epoch, loss, parts, scheduler.get_last_lr()[0], grad_norm)
+            if t.save_every and step % t.save_every == 0 and step < plan.total_steps:
+                checkpoint.save_checkpoint(accelerator, model, run_dir, position_after(step, epoch, micro, plan),
+                                           keep_last=t.keep_last)
+            if step >= plan.total_steps:
                 break
-        if step >= total_steps:
+        if step >= plan.total_steps:
             break
     bar.close()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from boolcl.train.data import PLACEHOLDER
+from boolcl.train.collate import PLACEHOLDER
 
 
 def similarity(q: torch.Tensor, p: torch.Tensor, kind: str) -> torch.Tensor:

@@ -17,6 +17,7 @@ import copy
 
 import torch
 
+from boolcl.train.collate import Batch
 from boolcl.train.losses import InfoNCE, MarginMSE
 from boolcl.train.not_aware import (
     DecompositionDistill,
@@ -44,42 +45,42 @@ class Objective:
         if self.retention is not None:
             self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
 
-    def to(self, device) -> "Objective":
+    def to(self, device) -> Objective:
         if self.teacher is not None:
             self.teacher.to(device)
         return self
 
-    def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: dict,
+    def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: Batch,
                  scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """q: all query embeddings: the B batch queries, the plain questions of the pairs, then the
-        synthetic NOT wordings (collator). scope_logits: the scope head's (query, passage) token logits."""
-        t, b = self.t, batch["n_queries"]
+        """q: all query rows' embeddings, p: all passage rows' (laid out as `Batch` says).
+        scope_logits: the scope head's (query, passage) token logits."""
+        t, b = self.t, batch.n_queries
         q_main = q[:b]
         if t.loss == "margin_mse":
-            parts = {"contrastive": self.margin_mse(q_main, p, batch["teacher_margins"])}
+            parts = {"contrastive": self.margin_mse(q_main, p, batch.teacher_margins)}
         else:
-            parts = {"contrastive": self.info_nce(q_main, p, batch["passage_keys"], batch["positive_keys"])}
+            parts = {"contrastive": self.info_nce(q_main, p, batch.passage_keys, batch.positive_keys)}
         if self.exclusion is not None:
             parts["exclusion"] = t.exclusion.weight * self.exclusion(
-                q_main, p, batch["passage_keys"], batch["positive_keys"], batch["excluded"])
-        if t.pairs.weight and len(batch["pair_rows"]):
-            plain = q[b:b + len(batch["pair_rows"])]
+                q_main, p, batch.passage_keys, batch.positive_keys, batch.excluded)
+        if t.pairs.weight and len(batch.pair_rows):
+            plain = q[b:b + len(batch.pair_rows)]
             parts["pairs"] = t.pairs.weight * (
-                self.pair_nce(plain, p, batch["passage_keys"], batch["pair_positive_keys"], targets=batch["pair_targets"])
-                + self.pair_contrast(q_main[batch["pair_rows"]], plain, p[batch["pair_targets"]]))
+                self.pair_nce(plain, p, batch.passage_keys, batch.pair_positive_keys, targets=batch.pair_targets)
+                + self.pair_contrast(q_main[batch.pair_rows], plain, p[batch.pair_targets]))
         if self.retention is not None:
-            rows = batch["is_original"]
+            rows = batch.is_original
             if bool(rows.any()):
                 with torch.no_grad(), self.autocast():
-                    teacher_q = self.teacher(batch["query_features"])["sentence_embedding"][:b]
-                    teacher_p = self.teacher(batch["passage_features"])["sentence_embedding"]
+                    teacher_q = self.teacher(batch.query_features)["sentence_embedding"][:b]
+                    teacher_p = self.teacher(batch.passage_features)["sentence_embedding"]
                 parts["retention"] = t.retention.weight * self.retention(
-                    q_main, p, teacher_q, teacher_p, rows, batch["passage_keys"], batch["positive_keys"])
-        if self.decomposition is not None and len(batch["distill_rows"]):
+                    q_main, p, teacher_q, teacher_p, rows, batch.passage_keys, batch.positive_keys)
+        if self.decomposition is not None and len(batch.distill_rows):
             parts["decomposition"] = t.decomposition.weight * self.decomposition(
-                q[batch["distill_rows"]], batch["distill_targets"])
+                q[batch.distill_rows], batch.distill_targets)
         if self.scope is not None:
             q_logits, p_logits = scope_logits
-            parts["scope"] = t.scope.weight * self.scope(q_logits, batch["scope_labels"], p_logits,
-                                                         batch["passage_features"]["attention_mask"])
+            parts["scope"] = t.scope.weight * self.scope(q_logits, batch.scope_labels, p_logits,
+                                                         batch.passage_features["attention_mask"])
         return sum(parts.values()), parts

@@ -97,8 +97,8 @@ class ScopeSentences:
     """Label-free practice for the scope head: template sentences joining a training question
     (kept) to the excluded part of another training NOT question, with exact spans.
 
-    Their meaning does not matter, only where the exclusion lies; so 34 topics' questions
-    make many thousands of sentences in every wording the templates know. Row `i` of epoch
+    Their meaning does not matter, only where the exclusion lies; so a few topics' questions
+    make many sentences in every wording the templates know. Row `i` of epoch
     `e` always gets the same sentences (a resumed run sees what the first one saw)."""
 
     def __init__(self, items, templates: Sequence[str], per_item: int, seed: int):
@@ -135,7 +135,7 @@ class ScopeLoss(torch.nn.Module):
         return (q + p) / 2
 
 
-def warm_up(model, head, items, practice: "ScopeSentences", *, steps: int, lr: float, seed: int,
+def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: float, seed: int,
             prompt: str | None = None, rows: int = 1024, batch_size: int = 64) -> dict:
     """Fit the scope head alone on the frozen starting encoder's token embeddings, before training.
 

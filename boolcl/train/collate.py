@@ -1,0 +1,213 @@
+"""From training items to tensors: what each item contributes in an epoch, and the `Batch`.
+
+`ItemDataset` picks, per epoch, the positive and negatives an item uses; `Collator` tokenises
+a list of those picks into one `Batch`, the only thing the loop and the objective read.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from boolcl.errors import ConfigError
+from boolcl.train.mixing import Item
+from boolcl.train.scope import row_spans, token_labels
+
+PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
+
+
+def passage_key(passage_id: str) -> int:
+    """A stable 63-bit integer for a passage id, so masks can be built on device and across processes."""
+    return int.from_bytes(hashlib.blake2b(passage_id.encode(), digest_size=8).digest(), "little") >> 1
+
+
+class ItemDataset(torch.utils.data.Dataset):
+    """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
+
+    def __init__(self, items: list[Item], n_negatives: int, synthetic: Sequence[tuple[str, torch.Tensor]] = (),
+                 synthetic_per_item: int = 0, scope_sentences=None):
+        self.items, self.n_negatives, self.epoch = items, n_negatives, 0
+        self.scope_sentences = scope_sentences  # scope.ScopeSentences: (epoch, i) -> practice sentences
+        self.synthetic, self.synthetic_per_item = list(synthetic), synthetic_per_item if synthetic else 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        it = self.items[i]
+        p = (self.epoch + i) % len(it.positives)
+        negs, explicit = [], 0
+        if it.negatives and self.n_negatives:
+            scores = it.negative_scores if it.negative_scores is not None else [None] * len(it.negatives)
+            slots = list(zip(it.negative_ids, it.negatives, scores))
+            k, n = it.n_explicit, self.n_negatives
+            explicit = min(k, n)
+            # labelled negatives first, then mined ones; each epoch moves on to the next ones of each
+            negs = (_rotate(slots[:k], self.epoch * explicit) + _rotate(slots[k:], self.epoch * (n - explicit)))[:n]
+        per, m = self.synthetic_per_item, len(self.synthetic)
+        start = (self.epoch * len(self.items) + i) * per  # each epoch moves on through the synthetic wordings
+        synthetic = [self.synthetic[(start + j) % m] for j in range(per)]
+        return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
+                "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
+                "question_type": it.question_type, "partner": it.partner, "original": it.original,
+                "target": it.target, "synthetic": synthetic,
+                "scope_sentences": self.scope_sentences(self.epoch, i) if self.scope_sentences else [],
+                "positive_score": it.positive_scores[p] if it.positive_scores else None}
+
+
+def _rotate(xs: list, shift: int) -> list:
+    if not xs:
+        return xs
+    shift %= len(xs)
+    return xs[shift:] + xs[:shift]
+
+
+@dataclass
+class Batch:
+    """One process's micro-batch. B queries, each with n negatives:
+
+    query rows:    the B queries, then the plain questions of the pairs, the synthetic NOT
+                   wordings, the scope practice sentences (one forward for all of them)
+    passage rows:  the B positives, then query i's n negatives at B + i*n .. B + i*n + n-1
+
+    The optional fields are None when the recipe does not use them.
+    """
+
+    query_features: dict[str, torch.Tensor]  # tokenised query rows
+    passage_features: dict[str, torch.Tensor]  # tokenised passage rows
+    n_queries: int  # B
+    n_tokens: int  # real (unpadded) tokens, queries and passages: throughput, counted on the CPU
+    passage_keys: torch.Tensor  # (P,) passage_key of each passage row, PLACEHOLDER for a filler
+    positive_keys: torch.Tensor  # (B, width) keys of each query's labelled positives, padded with -1
+    excluded: torch.Tensor  # (B, n) bool: labelled negatives of the exclusion operators' items
+    is_original: torch.Tensor  # (B,) bool: items from the original training data
+    teacher_margins: torch.Tensor | None = None  # (B, n) teacher score(positive) - score(negative)
+    pair_rows: torch.Tensor | None = None  # (K,) the items that have a plain question
+    pair_targets: torch.Tensor | None = None  # (K,) passage row of each plain question's target
+    pair_positive_keys: torch.Tensor | None = None  # (K, width + 1) the plain questions' positives
+    scope_labels: torch.Tensor | None = None  # (query rows, tokens) token classes for the scope head
+    distill_rows: torch.Tensor | None = None  # (D,) query rows with a decomposition target
+    distill_targets: torch.Tensor | None = None  # (D, dim) their targets
+
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+        def each(value):
+            if isinstance(value, torch.Tensor):
+                return fn(value)
+            if isinstance(value, dict):
+                return {k: each(v) for k, v in value.items()}
+            return value
+        return Batch(**{f.name: each(getattr(self, f.name)) for f in fields(self)})
+
+    def to(self, device, non_blocking: bool = False) -> Batch:
+        """Every tensor on `device` (Accelerate's prepared loader calls this)."""
+        return self._map(lambda x: x.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> Batch:
+        """Page-locked copies, for the DataLoader's `pin_memory=True` on GPUs."""
+        return self._map(lambda x: x.pin_memory())
+
+
+class Collator:
+    """Tokenise queries and passages, each padded to the longest of its kind in the batch.
+
+    Queries are short and passages long, so they are padded (and encoded) separately. The
+    passages are each item's positive, then the negatives. Every item contributes exactly
+    `n_negatives` passages (short lists are topped up by repeating; an item without any
+    gets empty placeholders the loss ignores), so batches have a fixed shape. Passage ids
+    travel as integer keys (`passage_keys`, `positive_keys`), from which the loss masks
+    false negatives, also across processes.
+
+    With `pairs=True`, each NOT item's plain question is appended after the B queries with
+    the item's first labelled negative, the excluded passage, as its target.
+
+    With `scope=True`, each item's scope practice sentences come last (no passages, no
+    target), and `scope_labels` holds every query row's token classes for the scope head
+    (scope.py): NOT questions from the rules' span, practice sentences from their own,
+    all other rows ORDINARY.
+
+    With `decomposition=True`, each item's synthetic NOT wordings are appended after the
+    plain questions (they have no passages); `distill_rows` are the rows with a target.
+    """
+
+    def __init__(self, tokenizer, max_length: int, n_negatives: int,
+                 query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
+                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False):
+        self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
+        self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
+        self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
+        self.decomposition, self.scope = decomposition, scope
+        if scope and not getattr(tokenizer, "is_fast", False):
+            raise ConfigError("train.scope needs a fast tokenizer (token offsets); this model's is not")
+
+    def _tokenize(self, texts: list[str], offsets: bool = False) -> dict:
+        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                   return_tensors="pt", return_offsets_mapping=offsets))
+
+    def __call__(self, batch: list[dict]) -> Batch:
+        b_n, n = len(batch), self.n_negatives
+        passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
+        margins = []  # teacher's score(positive) - score(negative), when the data has scores
+        labelled = torch.zeros((b_n, n), dtype=torch.bool)  # slot j of item i holds a labelled negative
+        for i, b in enumerate(batch):
+            negs = b["negatives"] or []
+            labelled[i, : min(b.get("n_explicit", 0), n)] = True
+            for j in range(n):
+                # no negative at all: an empty placeholder that the loss leaves out of every softmax
+                neg = negs[j % len(negs)] if negs else (None, "", None)
+                ids.append(neg[0])
+                passages.append(neg[1])
+                pos_score, neg_score = b.get("positive_score"), (neg[2] if len(neg) > 2 else None)
+                margins.append(None if pos_score is None or neg_score is None else pos_score - neg_score)
+        width = max(len(b["positive_ids"]) for b in batch)
+        positive_keys = torch.full((b_n, width), -1, dtype=torch.long)
+        for i, b in enumerate(batch):
+            positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
+        pair_rows = [i for i, b in enumerate(batch)
+                     if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
+        synthetic = [x for b in batch for x in b.get("synthetic", ())] if self.decomposition else []
+        practice = [x for b in batch for x in b.get("scope_sentences", ())] if self.scope else []
+        texts = ([b["query"] for b in batch] + [batch[i]["partner"] for i in pair_rows]
+                 + [text for text, _ in synthetic] + [text for text, _ in practice])
+        queries = self._tokenize([self.query_prompt + x for x in texts], offsets=self.scope)
+        scope_labels = None
+        if self.scope:
+            spans = (row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch])
+                     + [None] * len(pair_rows) + row_spans([t for t, _ in synthetic], [True] * len(synthetic))
+                     + [span for _, span in practice])
+            scope_labels = token_labels(spans, queries.pop("offset_mapping"), queries["attention_mask"],
+                                        len(self.query_prompt))
+        passages = self._tokenize([self.passage_prompt + p for p in passages])
+        pairs = {}
+        if self.pairs:
+            # the plain question's positives: the NOT question's positives and the excluded passage
+            keys = torch.full((len(pair_rows), width + 1), -1, dtype=torch.long)
+            for k, i in enumerate(pair_rows):
+                keys[k, :width] = positive_keys[i]
+                keys[k, width] = passage_key(batch[i]["negatives"][0][0])
+            pairs = {"pair_rows": torch.tensor(pair_rows, dtype=torch.long),
+                     "pair_targets": torch.tensor([b_n + i * n for i in pair_rows], dtype=torch.long),
+                     "pair_positive_keys": keys}
+        distill = {}
+        if self.decomposition:
+            rows = [i for i, b in enumerate(batch) if b.get("target") is not None]
+            targets = [batch[i]["target"] for i in rows] + [v for _, v in synthetic]
+            first = b_n + len(pair_rows)
+            distill = {"distill_rows": torch.tensor(rows + list(range(first, first + len(synthetic))), dtype=torch.long),
+                       "distill_targets": torch.stack(targets) if targets else torch.zeros((0, 0))}
+        return Batch(
+            query_features=queries, passage_features=passages, n_queries=b_n,
+            n_tokens=int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
+            passage_keys=torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids], dtype=torch.long),
+            positive_keys=positive_keys,
+            # the exclusion margin's negatives: labelled ones of items of the chosen operators
+            excluded=labelled & torch.tensor([b.get("question_type") in self.exclusion_operators for b in batch],
+                                             dtype=torch.bool)[:, None],
+            is_original=torch.tensor([bool(b.get("original")) for b in batch], dtype=torch.bool),
+            teacher_margins=(torch.tensor(margins, dtype=torch.float).view(b_n, n)
+                             if margins and None not in margins else None),
+            scope_labels=scope_labels, **pairs, **distill)

@@ -1,0 +1,129 @@
+"""Training items: the Boolean examples mixed with the original data, one `Item` each.
+
+One item is a query with its labelled positives and its negatives, passage ids kept, so the
+loss can mask a passage that is a labelled positive of another query in the batch. The
+labelled negatives (for NOT: the excluded passage) come first, mined ones after. A NOT item
+also carries its plain question (query pairs) and its kept and dropped parts (decomposition).
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from boolcl.data.hub import load_hf_split
+from boolcl.data.loaders import load_training_pool
+from boolcl.data.schema import Context, TrainingExample
+from boolcl.data.sets import Corpus
+from boolcl.errors import DataError
+from boolcl.train.decomposition import not_parts, partner_question
+
+MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
+
+
+@dataclass
+class Item:
+    query: str
+    positive_ids: list[str]
+    positives: list[str]
+    negative_ids: list[str]
+    negatives: list[str]
+    question_type: str
+    positive_scores: list[float | None] | None = None  # teacher scores, for MarginMSE
+    negative_scores: list[float | None] | None = None
+    n_explicit: int = 0  # the first n_explicit negatives are labelled (negative_ctxs), the rest mined
+    partner: str | None = None  # NOT: the question without its exclusion (provenance)
+    original: bool = False  # from the original training data, not the Boolean set
+    group: str | None = None  # the passage group (cluster) the question was written over
+    not_parts: tuple[str, str, str] | None = None  # NOT: (kept question, dropped part, source)
+    target: torch.Tensor | None = None  # NOT: the decomposition target (decomposition.py), when switched on
+
+
+def passage_group(ex: TrainingExample) -> str | None:
+    """`cluster` in the sample, `group` from `boolcl generate`."""
+    prov = ex.provenance or {}
+    group = prov.get("cluster") or prov.get("group")
+    return str(group) if group is not None else None
+
+
+def _text_id(text: str) -> str:
+    return "t" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _texts(ctxs: Sequence[Context], lookup: dict[str, str], where: str) -> list[str]:
+    out = []
+    for c in ctxs:
+        text = c.text if c.text else lookup.get(c.passage_id)
+        if text is None:
+            raise DataError(where, None, f"passage {c.passage_id!r} has no text and is not in the corpus",
+                            field="positive_ctxs")
+        out.append(text)
+    return out
+
+
+def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: str) -> list[Item]:
+    lookup = dict(zip(corpus.ids, corpus.texts)) if corpus else {}
+    items = []
+    for ex in examples:
+        negs = ex.all_negatives
+        labelled = {c.passage_id for c in ex.negative_ctxs}
+        items.append(Item(ex.question, [c.passage_id for c in ex.positive_ctxs],
+                          _texts(ex.positive_ctxs, lookup, where),
+                          [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
+                          [c.score for c in ex.positive_ctxs], [c.score for c in negs],
+                          n_explicit=sum(c.passage_id in labelled for c in negs), partner=partner_question(ex),
+                          group=passage_group(ex), not_parts=not_parts(ex)))
+    return items
+
+
+def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
+    """The original MS MARCO training data with mined hard negatives, from the hub."""
+
+    ds = load_hf_split(*MSMARCO_TRIPLETS, "train")
+    if limit is not None and limit < len(ds):
+        ds = ds.shuffle(seed=seed).select(range(limit))
+    return [Item(r["query"], [_text_id(r["positive"])], [r["positive"]], [_text_id(r["negative"])],
+                 [r["negative"]], "simple") for r in ds]
+
+
+def build_mix(cfg) -> tuple[list[Item], dict]:
+    """The training items for a config, and a summary of where they came from."""
+    t = cfg.train
+    rng = random.Random(cfg.seed)
+    examples, corpus = load_training_pool(t.boolean) if t.boolean != "none" else ([], None)
+    where = "sample training pool" if t.boolean == "sample" else t.boolean
+    boolean = [e for e in examples if e.question_type in set(t.operators)]
+    if not boolean and t.boolean != "none":
+        raise DataError(where, None, f"no training examples of type {list(t.operators)}", field="question_type")
+    rng.shuffle(boolean)
+    boolean = boolean[: t.num_examples]
+    items = to_items(boolean, corpus, where)
+    if t.original == "sample":
+        pool, pool_corpus = (examples, corpus) if t.boolean == "sample" else load_training_pool("sample")
+        original = to_items([e for e in pool if e.question_type == "simple"], pool_corpus, "sample training pool")
+    elif t.original == "msmarco":
+        original = load_msmarco_triplets(t.original_size, cfg.seed)
+    elif t.original == "none":
+        original = []
+    else:
+        pool, pool_corpus = load_training_pool(t.original)
+        original = to_items(pool, pool_corpus, t.original)
+    for it in original:  # whatever the source: retention distils on these queries
+        it.original = True
+    rng.shuffle(original)
+    if t.original_size is not None:
+        original = original[: t.original_size]
+    if t.loss == "margin_mse":
+        unscored = [it.query for it in items + original
+                    if it.positive_scores is None or None in it.positive_scores or not it.negatives
+                    or None in (it.negative_scores or [None])]
+        if unscored:
+            raise DataError(where, None, f"train.loss=margin_mse needs a teacher 'score' on every positive and "
+                            f"negative context; {len(unscored)} examples lack one (first: {unscored[0]!r})",
+                            field="score")
+    summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items)},
+               "original": {"source": t.original, "examples": len(original)}}
+    return items + original, summary
