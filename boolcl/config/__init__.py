@@ -4,8 +4,9 @@ from boolcl.config.compose import (
     check_overrides,
     compose,
     recipes_dir,
+    setting,
     to_yaml,
 )
 from boolcl.config.validate import validate
 
-__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "to_yaml", "validate"]
+__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "setting", "to_yaml", "validate"]

@@ -109,3 +109,14 @@ def to_yaml(cfg: DictConfig) -> str:
     if secret and secret in text:
         raise ConfigError("refusing to write a config that contains the API key")
     return text
+
+
+def setting(cfg, key: str, default=None):
+    """`cfg`'s value at the dotted `key`, or `default` when absent or null; `cfg` may be a plain dict
+    (the benchmarks are also called from scripts and tests with partial configs) or None."""
+    if cfg is None:
+        return default
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(cfg)
+    value = OmegaConf.select(cfg, key, default=default)
+    return default if value is None else value

@@ -40,6 +40,7 @@ from boolcl.data import quest as quest_data
 from boolcl.data.loaders import subsample
 from boolcl.data.schema import Context, EvalQuestion
 from boolcl.data.sets import RetrievalSet
+from boolcl.config import setting
 from boolcl.data.spec import DataSpec, parse_data_spec
 from boolcl.errors import DataError
 from boolcl.evaluate.nevir import evaluate_nevir
@@ -65,17 +66,6 @@ SHOW_PROGRESS = True  # progress bars while encoding
 
 def is_benchmark(spec: str) -> bool:
     return parse_data_spec(spec).is_benchmark
-
-
-def _cfg(cfg, key: str, default=None):
-    from omegaconf import DictConfig, OmegaConf
-
-    if cfg is None:
-        return default
-    if not isinstance(cfg, DictConfig):
-        cfg = OmegaConf.create(cfg)
-    value = OmegaConf.select(cfg, key, default=default)
-    return default if value is None else value
 
 
 # ----------------------------------------------------------------------------- ranking files
@@ -191,7 +181,7 @@ def _birco_file_runs(run_path: Path, tasks: list[birco_data.BircoTask], multi: b
 
 
 def _evaluate_birco(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
-    k = int(_cfg(cfg, "eval.k", 10))
+    k = int(setting(cfg, "eval.k", 10))
     if bs.task is not None:
         tasks = [birco_data.load_birco(bs.task, bs.path, bs.split)]
     elif bs.path is None:
@@ -204,7 +194,7 @@ def _evaluate_birco(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResu
         tasks = [birco_data.load_birco(t, bs.path, bs.split) for t in names]
     multi = bs.task is None
 
-    run_path = _cfg(cfg, "run")
+    run_path = setting(cfg, "run")
     timings: dict = {}
     settings: dict = {"k": k, "protocol": "rank each query's candidate pool (BIRCO); graded nDCG"}
     if run_path:
@@ -214,8 +204,8 @@ def _evaluate_birco(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResu
         if not model_spec:
             raise ValueError("evaluate_benchmark needs a model or run=FILE")
         model, info = _load_model(model_spec, cfg)
-        q_prompt, p_prompt = prompts_for(model, _cfg(cfg, "eval.query_prompt"), _cfg(cfg, "eval.passage_prompt"))
-        batch_size = int(_cfg(cfg, "eval.batch_size", 64))
+        q_prompt, p_prompt = prompts_for(model, setting(cfg, "eval.query_prompt"), setting(cfg, "eval.passage_prompt"))
+        batch_size = int(setting(cfg, "eval.batch_size", 64))
         runs = {}
         t0 = time.perf_counter()
         for t in tasks:
@@ -279,9 +269,9 @@ def quest_values(ranked: dict[str, list[str]], qrels: dict, negatives: dict, k: 
 
 
 def _evaluate_quest(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResult, dict]:
-    k = int(_cfg(cfg, "eval.k", 10))
+    k = int(setting(cfg, "eval.k", 10))
     depth = max(k, RUN_DEPTH, *QUEST_RECALL_KS)
-    run_path = _cfg(cfg, "run")
+    run_path = setting(cfg, "run")
     qset = quest_data.load_quest(bs.path, bs.split, need_corpus=not run_path)
     timings: dict = {}
     if run_path:
@@ -309,16 +299,16 @@ def _evaluate_quest(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResu
     else:
         if not model_spec:
             raise ValueError("evaluate_benchmark needs a model or run=FILE")
-        qset = quest_data.subsample(qset, _cfg(cfg, "eval.max_corpus"), int(_cfg(cfg, "seed", 0)))
+        qset = quest_data.subsample(qset, setting(cfg, "eval.max_corpus"), int(setting(cfg, "seed", 0)))
         model, info = _load_model(model_spec, cfg)
         negatives = qset.negatives
         questions = [EvalQuestion(ex.qid, ex.query, ex.operator,
                                   [Context(quest_data.doc_id(t)) for t in ex.docs],
                                   [Context(d) for d in negatives.get(ex.qid, [])]) for ex in qset.examples]
         rset = RetrievalSet(qset.name, questions, qset.corpus, qset.source)
-        res = evaluate_model(model, rset, k=k, batch_size=int(_cfg(cfg, "eval.batch_size", 64)),
-                             query_prompt=_cfg(cfg, "eval.query_prompt"),
-                             passage_prompt=_cfg(cfg, "eval.passage_prompt"),
+        res = evaluate_model(model, rset, k=k, batch_size=int(setting(cfg, "eval.batch_size", 64)),
+                             query_prompt=setting(cfg, "eval.query_prompt"),
+                             passage_prompt=setting(cfg, "eval.passage_prompt"),
                              show_progress=SHOW_PROGRESS)
         run, timings = res.run, res.timings
         settings = dict(res.settings, model=info, protocol="full-corpus search")
@@ -354,11 +344,11 @@ def _evaluate_beir(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResul
     As BEIR's own evaluation does, a passage whose id equals the query's id is dropped from
     that query's ranking (sets such as ArguAna and Quora hold the query itself in the corpus).
     """
-    k = int(_cfg(cfg, "eval.k", 10))
+    k = int(setting(cfg, "eval.k", 10))
     depth = max(k, RUN_DEPTH, BEIR_RECALL_K)
     bset = beir_data.load_beir(bs.path, bs.split or "test", bs.name)
     rset, sampling, timings = bset.rset, None, {}
-    run_path = _cfg(cfg, "run")
+    run_path = setting(cfg, "run")
     if run_path:
         path = Path(run_path)
         run = read_trec_run(path)
@@ -370,9 +360,9 @@ def _evaluate_beir(bs: DataSpec, model_spec: str | None, cfg) -> tuple[EvalResul
     else:
         if not model_spec:
             raise ValueError("evaluate_benchmark needs a model or run=FILE")
-        max_corpus = _cfg(cfg, "eval.max_corpus")
+        max_corpus = setting(cfg, "eval.max_corpus")
         if max_corpus and max_corpus < len(rset.corpus):
-            rset, sampling = subsample(rset, int(max_corpus), int(_cfg(cfg, "seed", 0)))
+            rset, sampling = subsample(rset, int(max_corpus), int(setting(cfg, "seed", 0)))
         res, info = evaluate_spec(model_spec, rset, cfg, show_progress=SHOW_PROGRESS)
         run, timings = res.run, res.timings
         settings = dict(res.settings, model=info, protocol="full-corpus search")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from boolcl.data.nevir import NevirSet, load_nevir
+from boolcl.config import setting
 from boolcl.data.spec import DataSpec
 from boolcl.errors import DataError
 from boolcl.retrieval.encode import encode
@@ -82,17 +83,6 @@ def from_run(nset: NevirSet, path: Path) -> np.ndarray:
     return sims
 
 
-def _cfg(cfg, key: str, default=None):
-    from omegaconf import DictConfig, OmegaConf
-
-    if cfg is None:
-        return default
-    if not isinstance(cfg, DictConfig):
-        cfg = OmegaConf.create(cfg)
-    value = OmegaConf.select(cfg, key, default=default)
-    return default if value is None else value
-
-
 def result_of(nset: NevirSet, sims: np.ndarray, settings: dict, timings: dict | None = None) -> EvalResult:
     """Per-pair values and their means (group ALL only: NevIR has one kind of pair)."""
     values = {m: {p.id: float(v) for p, v in zip(nset.pairs, col)} for m, col in outcomes(sims).items()}
@@ -112,8 +102,8 @@ def describe(nset: NevirSet, name: str) -> dict:
 def evaluate_nevir(bs: DataSpec, model_spec: str | None, cfg, *, show_progress: bool = True) -> tuple[EvalResult, dict]:
     """Score `model_spec` (or the run file `cfg.run`) on NevIR's test pairs."""
     nset = load_nevir(bs.path, bs.split or "test")
-    k = int(_cfg(cfg, "eval.k", 10))
-    run_path = _cfg(cfg, "run")
+    k = int(setting(cfg, "eval.k", 10))
+    run_path = setting(cfg, "run")
     settings: dict = {"k": k, "protocol": "each question ranks its pair's two passages; paired accuracy"}
     timings: dict = {}
     if run_path:
@@ -124,8 +114,8 @@ def evaluate_nevir(bs: DataSpec, model_spec: str | None, cfg, *, show_progress: 
         if not model_spec:
             raise ValueError("evaluate_nevir needs a model or run=FILE")
         model, info = load_eval_model(model_spec, cfg)
-        batch_size = int(_cfg(cfg, "eval.batch_size", 64))
-        q_prompt, p_prompt = prompts_for(model, _cfg(cfg, "eval.query_prompt"), _cfg(cfg, "eval.passage_prompt"))
+        batch_size = int(setting(cfg, "eval.batch_size", 64))
+        q_prompt, p_prompt = prompts_for(model, setting(cfg, "eval.query_prompt"), setting(cfg, "eval.passage_prompt"))
         t0 = time.perf_counter()
         sims = similarities(model, nset, batch_size=batch_size, query_prompt=q_prompt, passage_prompt=p_prompt,
                             show_progress=show_progress)
