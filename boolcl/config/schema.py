@@ -186,6 +186,9 @@ class DecomposeCfg:
 class BoolclConfig:
     name: str = MISSING  # the recipe's name; run folders start with it
     model: str = MISSING  # hub id, local SentenceTransformer folder, or 'offline-default'
+    # let a model run code it names itself (custom modules in modules.json, auto_map in config.json):
+    # off, no such code is imported and a model that needs it is refused; on only for code you have read
+    model_trust_remote_code: bool = False
     similarity: Optional[str] = None  # dot | cosine; None: the model's own
     data: str = "sample"  # evaluation set
     out: Optional[str] = None  # run folder; None: checkpoints/<name>-<time>

@@ -7,6 +7,7 @@ the weights are the same.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 from dataclasses import dataclass
@@ -72,28 +73,146 @@ def _offline_hint(spec: str, err: Exception) -> ModelError:
         f"or use model={OFFLINE_DEFAULT} for the packaged all-MiniLM-L6-v2.")
 
 
-def boolcl_modules_only(folder: str) -> bool:
-    """True for a saved model whose only non-sentence-transformers modules are boolcl's own
-    (scope pooling) and that ships no code: loading it imports the installed boolcl, nothing else."""
-    path = Path(folder)
+# Module types boolcl may import from modules.json without trust_remote_code: its own, installed
+# with boolcl, resolved by name (pooling sits beside retrieval in the layers, so not imported here).
+BOOLCL_MODULE_TYPES = frozenset({"boolcl.pooling.ScopePooling"})
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+TRUST_HINT = ("boolcl imports no code named by a model folder or repository unless you set "
+              "model_trust_remote_code=true (only for a model whose code you have read)")
+
+
+def _missing_transformer_files(folder: Path, sub: str, *, saved_by_st: bool) -> list[str]:
+    """What a transformer module (config, weights, tokenizer) lacks, as paths relative to the model folder."""
+    root = folder / sub
+    rel = (lambda name: f"{sub}/{name}" if sub else name)
+    missing = [rel(name) for name in ("config.json",) + (("tokenizer_config.json", "sentence_bert_config.json")
+                                                         if saved_by_st else ()) if not (root / name).is_file()]
+    weights = [name for name in WEIGHT_FILES if (root / name).is_file()]
+    if not weights:
+        missing.append(rel("model.safetensors") + " (or pytorch_model.bin)")
+    for index in (w for w in weights if w.endswith(".index.json")):
+        try:
+            shards = set(json.loads((root / index).read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ModelError(f"{root / index}: unreadable weight index ({type(err).__name__}: {err})") from None
+        missing += [rel(shard) for shard in sorted(shards) if not (root / shard).is_file()]
+    if not any((root / name).is_file() for name in TOKENIZER_FILES):
+        missing.append(rel("tokenizer.json") + " (or vocab.txt / vocab.json / a sentencepiece .model)")
+    return missing
+
+
+def _missing_module_files(folder: Path, sub: str, cls) -> list[str]:
+    """A non-transformer module's config (when its constructor needs one) and weights (when it loads some)."""
+    root = folder / sub
+    rel = (lambda name: f"{sub}/{name}" if sub else name)
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    needs_config = any(p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                       for p in params)
+    config_name = getattr(cls, "config_file_name", "config.json")
+    missing = [rel(config_name)] if needs_config and not (root / config_name).is_file() else []
+    code = getattr(getattr(cls, "load", None), "__code__", None)
+    loads_weights = code is not None and "load_torch_weights" in code.co_names  # Dense, ScopePooling, LayerNorm
+    if loads_weights and not any((root / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
+        missing.append(rel("model.safetensors") + " (or pytorch_model.bin)")
+    return missing
+
+
+def check_folder(folder: str | Path, *, trust_remote_code: bool = False) -> dict:
+    """Refuse a model folder that is incomplete or names foreign code; return boolcl's module classes in it.
+
+    An interrupted save leaves a folder that sentence-transformers would still load (once with a
+    5-token vocabulary), so every file the modules need is checked first and named when missing.
+    A module type outside sentence-transformers and boolcl is code the folder chooses: refused
+    unless the user trusts it. The returned {type: class} lets boolcl's own modules load without
+    trust_remote_code, so an `auto_map` in config.json is never honoured behind the user's back."""
+    from sentence_transformers.util import import_from_string
+
     try:
-        types = [m["type"] for m in json.loads((path / "modules.json").read_text())]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    custom = [t for t in types if not t.startswith("sentence_transformers.")]
-    return bool(custom) and all(t.startswith("boolcl.") for t in custom) and not any(path.rglob("*.py"))
+        from sentence_transformers.base.modules import Transformer
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Transformer
+
+    folder = Path(folder)
+    modules_json = folder / "modules.json"
+    if not modules_json.is_file():
+        written_by_st = (folder / "config_sentence_transformers.json").is_file() or any(
+            p.is_dir() and p.name.split("_", 1)[0].isdigit() for p in folder.iterdir())
+        if written_by_st:
+            raise ModelError(f"{folder}: incomplete model folder: missing modules.json (a save that did not "
+                             f"finish?); save the model again")
+        missing = _missing_transformer_files(folder, "", saved_by_st=False)  # a plain transformers folder
+        if missing:
+            raise ModelError(f"{folder}: incomplete model folder: missing {', '.join(missing)}")
+        return {}
+    try:
+        entries = json.loads(modules_json.read_text(encoding="utf-8"))
+        entries = [(str(e["name"]), str(e.get("path", "")), str(e["type"])) for e in entries]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ModelError(f"{modules_json}: not a list of modules with name, path and type "
+                         f"({type(err).__name__}: {err})") from None
+    classes, missing = {}, []
+    for name, sub, class_ref in entries:
+        if Path(sub).is_absolute() or ".." in Path(sub).parts:
+            raise ModelError(f"{modules_json}: module {name} has path {sub!r}, outside the model folder")
+        if not class_ref.startswith("sentence_transformers.") and class_ref not in BOOLCL_MODULE_TYPES:
+            if not trust_remote_code:
+                raise ModelError(f"{modules_json}: module {name} has type {class_ref!r}, which is neither "
+                                 f"sentence-transformers' nor boolcl's; {TRUST_HINT}")
+            continue  # the user's code: its files are its own business
+        try:
+            cls = import_from_string(class_ref)
+        except (ImportError, AttributeError, ValueError) as err:
+            raise ModelError(f"{modules_json}: module {name} has type {class_ref!r}, which this installation "
+                             f"does not have ({type(err).__name__}: {err})") from None
+        if class_ref in BOOLCL_MODULE_TYPES:
+            classes[class_ref] = cls
+        if isinstance(cls, type) and issubclass(cls, Transformer):
+            missing += _missing_transformer_files(folder, sub, saved_by_st=True)
+        elif isinstance(cls, type):
+            missing += _missing_module_files(folder, sub, cls)
+    if not (folder / "config_sentence_transformers.json").is_file():
+        missing.append("config_sentence_transformers.json")
+    if missing:
+        raise ModelError(f"{folder}: incomplete model folder: missing {', '.join(missing)} "
+                         f"(a save that did not finish?); save the model again")
+    return classes
 
 
-def load_model(spec: str, *, device: str | None = None, similarity: str | None = None, max_length: int | None = None):
-    """A SentenceTransformer for `spec`, with the similarity and max length set when given."""
+def _trust_error(spec: str, err: Exception) -> ModelError | None:
+    """The user's way out when a model needs its own code: name the boolcl setting, not the library argument."""
+    text = str(err)
+    if "trust_remote_code" not in text:
+        return None
+    said = " ".join(text.split())
+    said = said if len(said) <= 400 else said[:400] + "..."
+    return ModelError(f"{spec}: the model needs code of its own to load ({type(err).__name__}: {said}); "
+                      f"{TRUST_HINT}")
+
+
+def load_model(spec: str, *, device: str | None = None, similarity: str | None = None,
+               max_length: int | None = None, trust_remote_code: bool = False):
+    """A SentenceTransformer for `spec`, with the similarity and max length set when given.
+
+    No code the model names runs unless `trust_remote_code` (the config's model_trust_remote_code)."""
     from sentence_transformers import SentenceTransformer
 
     resolved = resolve(spec)
+    classes = check_folder(resolved.path, trust_remote_code=trust_remote_code) if resolved.origin != "hub" else {}
+    kwargs = {"device": device, "local_files_only": resolved.origin != "hub" or hub_offline(),
+              "trust_remote_code": bool(trust_remote_code)}
     try:
-        model = SentenceTransformer(resolved.path, device=device,
-                                    local_files_only=resolved.origin != "hub" or hub_offline(),
-                                    trust_remote_code=resolved.origin == "folder" and boolcl_modules_only(resolved.path))
+        if classes and hasattr(SentenceTransformer, "_load_with_module_classes"):
+            # sentence-transformers 6 resolves these types to the given (installed) classes instead of
+            # asking for trust_remote_code, which would also let config.json's auto_map run; its trainer
+            # reloads its own checkpoints the same way.
+            model = SentenceTransformer._load_with_module_classes(resolved.path, classes, **kwargs)
+        else:  # no boolcl module (or sentence-transformers 5, which imports an installed class from a folder itself)
+            model = SentenceTransformer(resolved.path, **kwargs)
     except Exception as err:  # network, missing files, auth: the hub raises many kinds
+        if (trusted := _trust_error(spec, err)) is not None:
+            raise trusted from None
         if resolved.origin == "hub":
             raise _offline_hint(spec, err) from None
         raise ModelError(f"{spec}: could not load ({type(err).__name__}: {err})") from None
@@ -132,7 +251,8 @@ def load_eval_model(model_spec: str, cfg) -> tuple:
     `similarity` from the config. One rule for evaluate, the benchmarks and the baselines.
     """
     similarity = None if Path(model_spec).is_dir() else OmegaConf.select(cfg, "similarity")
-    model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"))
+    model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"),
+                       trust_remote_code=bool(OmegaConf.select(cfg, "model_trust_remote_code", default=False)))
     info = {"spec": model_spec, "origin": model.boolcl_origin, "fingerprint": fingerprint(model),
             "similarity": model.similarity_fn_name}
     return model, info
