@@ -25,13 +25,14 @@ from boolcl.data.loaders import load_retrieval_set
 from boolcl.errors import ConfigError
 from boolcl.files import atomic_write_text
 from boolcl.logic.rules import OFFLINE_NAME, offline_decompose
-from boolcl.retrieval.cache import cache_key, default_dir, encode_cached
-from boolcl.retrieval.encode import autocast_dtype, encode
+from boolcl.retrieval.cache import default_dir
+from boolcl.retrieval.encode import encode
+from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.models import fingerprint, load_eval_model
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.retrieval.search import normalize
 from boolcl.scoring.report import print_table, write_results
-from boolcl.scoring.runner import data_info, headline, score_run
+from boolcl.scoring.runner import corpus_embeddings, data_info, headline, score_run
 
 
 def default_out(cfg, data_name: str) -> Path:
@@ -49,19 +50,14 @@ def _decompose(cfg, rset):
     return llm_decompose(pairs, cfg.llm, cfg.decompose.cache_dir)
 
 
-def _corpus_embeddings(model, rset, cfg, model_fp: str, q_prompt, p_prompt, show_progress: bool):
+def _corpus_embeddings(model, rset, cfg, state: dict, p_prompt, show_progress: bool):
     def encode_passages(texts):
         return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt,
                       desc=f"passages ({rset.name})", show_progress=show_progress)
 
-    if not cfg.eval.cache:
-        return encode_passages(rset.corpus.texts), None
-    settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
-                "precision": str(autocast_dtype(model.device)), "shard_size": cfg.eval.shard_size}
-    key = cache_key(model_fp, rset.corpus_fingerprint(), settings)
-    folder = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) / key
-    return encode_cached(encode_passages, rset.corpus.texts, folder, shard_size=cfg.eval.shard_size,
-                         meta={"data": rset.source, **settings})
+    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    return corpus_embeddings(model, rset, encode_passages, prompt=p_prompt, cache_dir=cache_dir,
+                             shard_size=cfg.eval.shard_size, state=state)
 
 
 def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, console=None) -> dict:
@@ -103,7 +99,8 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
 
     # 2. encode: corpus (cached like `evaluate`), original questions, distinct simple questions
     q_prompt, p_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
-    p_emb, cache_info = _corpus_embeddings(model, rset, cfg, model_fp, q_prompt, p_prompt, show_progress)
+    state = encoder_state(model, model_fp=model_fp)  # the model's part of the cache key and results' identity
+    p_emb, cache_info = _corpus_embeddings(model, rset, cfg, state, p_prompt, show_progress)
     leaves = leaf_questions([d.expr for d in decomps])
     originals = [q.question for q in rset.questions]
     q_emb = encode(model, originals + leaves, batch_size=cfg.eval.batch_size, prompt=q_prompt,
@@ -131,7 +128,9 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     decomposer = report.decomposer
     settings = {"similarity": sim, "depth": depth, "depth_factor": int(dcfg.depth_factor),
                 "decomposer": decomposer, "embedding_cache": cache_info, "query_prompt": q_prompt,
-                "passage_prompt": p_prompt, "max_seq_length": model.max_seq_length}
+                "passage_prompt": p_prompt, "max_seq_length": model.max_seq_length,
+                "embedding_identity": {"passages": embedding_identity(model, prompt=p_prompt, state=state),
+                                       "queries": embedding_identity(model, prompt=q_prompt, state=state)}}
     timings = {"decompose_s": t_dec - t0, "encode_s": t_enc - t_dec, "merge_s": t_merge - t_enc}
     base_info = {"spec": str(cfg.model), "origin": getattr(model, "boolcl_origin", None), "fingerprint": model_fp,
                  "similarity": sim}

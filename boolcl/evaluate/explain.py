@@ -19,11 +19,12 @@ from rich.table import Table
 from boolcl.data.loaders import load_retrieval_set
 from boolcl.data.sets import RetrievalSet
 from boolcl.pooling import EXCLUDED, MARKER, ORDINARY, scope_pooling
-from boolcl.retrieval.cache import cache_key, default_dir, encode_cached
-from boolcl.retrieval.encode import autocast_dtype, encode
+from boolcl.retrieval.cache import default_dir
+from boolcl.retrieval.encode import encode
 from boolcl.retrieval.models import load_eval_model
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.retrieval.search import normalize, search
+from boolcl.scoring.runner import corpus_embeddings
 
 NO_HEAD = "{model} has no scope head to show: it pools with {pooling}, every token counts the same"
 
@@ -79,15 +80,9 @@ def top_passages(model, rset: RetrievalSet, question: str, cfg: DictConfig, fing
     def encode_passages(texts):
         return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt, desc=f"passages ({rset.name})")
 
-    if cfg.eval.cache:  # the key evaluate uses (scoring/runner.py), so an evaluated model encodes nothing
-        settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
-                    "precision": str(autocast_dtype(model.device)), "shard_size": cfg.eval.shard_size}
-        folder = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) / cache_key(
-            fingerprint, rset.corpus_fingerprint(), settings)
-        p_emb, _ = encode_cached(encode_passages, rset.corpus.texts, folder, shard_size=cfg.eval.shard_size,
-                                 meta={"data": rset.source, **settings})
-    else:
-        p_emb = encode_passages(rset.corpus.texts)
+    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    p_emb, _ = corpus_embeddings(model, rset, encode_passages, prompt=p_prompt, cache_dir=cache_dir,  # evaluate's key
+                                 shard_size=cfg.eval.shard_size, model_fp=fingerprint)
     q_emb = encode(model, [question], prompt=q_prompt, show_progress=False)
     if (model.similarity_fn_name or "cosine") == "cosine":
         p_emb, q_emb = normalize(p_emb), normalize(q_emb)

@@ -9,8 +9,9 @@ from omegaconf import DictConfig
 
 from boolcl.data.sets import RetrievalSet
 from boolcl.retrieval.cache import SHARD_SIZE, cache_key, default_dir, encode_cached
-from boolcl.retrieval.encode import autocast_dtype, encode
-from boolcl.retrieval.models import fingerprint, load_eval_model
+from boolcl.retrieval.encode import encode
+from boolcl.retrieval.identity import embedding_identity, encoder_state
+from boolcl.retrieval.models import load_eval_model
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.retrieval.search import normalize, search
 from boolcl.scoring import metrics
@@ -28,29 +29,45 @@ class EvalResult:
     question_types: dict = field(default_factory=dict)  # {qid: and|or|not}
 
 
+def corpus_embeddings(model, rset: RetrievalSet, encode_passages, *, prompt: str | None, cache_dir: Path | None,
+                      shard_size: int = SHARD_SIZE, model_fp: str | None = None,
+                      state: dict | None = None) -> tuple:
+    """The corpus's embeddings and the cache's report (None without `cache_dir`).
+
+    The one cache lookup of evaluate, the baselines and explain: the folder is keyed by the
+    encoder's identity with the passage prompt (retrieval/identity.py), the corpus and the
+    shard size, so each reads what the others wrote and nothing another encoder wrote."""
+    if cache_dir is None:
+        return encode_passages(rset.corpus.texts), None
+    state = state or encoder_state(model, model_fp=model_fp)
+    identity = embedding_identity(model, prompt=prompt, state=state)
+    key = cache_key(identity, rset.corpus_fingerprint(), {"shard_size": shard_size})
+    meta = {"data": rset.source, "identity": identity, "prompt": prompt, "shard_size": shard_size, "encoder": state}
+    emb, info = encode_cached(encode_passages, rset.corpus.texts, Path(cache_dir) / key, shard_size=shard_size,
+                              meta=meta)
+    return emb, {**info, "identity": identity}
+
+
 def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 64,
                    query_prompt: str | None = None, passage_prompt: str | None = None,
                    show_progress: bool = True, cache_dir: Path | None = None, model_fp: str | None = None,
                    shard_size: int = SHARD_SIZE) -> EvalResult:
     """Encode, search, score. With `cache_dir`, corpus embeddings are read from / written to
-    the shard cache under a key of (model fingerprint, corpus, prompt, length, precision)."""
+    the shard cache under the encoder's identity (weights, tokenizer, modules, prompt, length,
+    precision), which results.json records as `embedding_identity`."""
     q_prompt, p_prompt = prompts_for(model, query_prompt, passage_prompt)
     similarity = model.similarity_fn_name or "cosine"
+    state = encoder_state(model, model_fp=model_fp)
+    identity = {"passages": embedding_identity(model, prompt=p_prompt, state=state),
+                "queries": embedding_identity(model, prompt=q_prompt, state=state)}
     t0 = time.perf_counter()
 
     def encode_passages(texts):
         return encode(model, texts, batch_size=batch_size, prompt=p_prompt, desc=f"passages ({rset.name})",
                       show_progress=show_progress)
 
-    cache_info = None
-    if cache_dir is not None:
-        settings = {"prompt": p_prompt, "max_seq_length": model.max_seq_length,
-                    "precision": str(autocast_dtype(model.device)), "shard_size": shard_size}
-        key = cache_key(model_fp or fingerprint(model), rset.corpus_fingerprint(), settings)
-        p_emb, cache_info = encode_cached(encode_passages, rset.corpus.texts, Path(cache_dir) / key,
-                                          shard_size=shard_size, meta={"data": rset.source, **settings})
-    else:
-        p_emb = encode_passages(rset.corpus.texts)
+    p_emb, cache_info = corpus_embeddings(model, rset, encode_passages, prompt=p_prompt, cache_dir=cache_dir,
+                                          shard_size=shard_size, state=state)
     t1 = time.perf_counter()
     q_emb = encode(model, [q.question for q in rset.questions], batch_size=batch_size, prompt=q_prompt,
                    desc="questions", show_progress=show_progress)
@@ -68,7 +85,8 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
            for i, q in enumerate(rset.questions)}
     settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
                 "query_prompt": q_prompt, "passage_prompt": p_prompt,
-                "max_seq_length": model.max_seq_length, "embedding_cache": cache_info}
+                "max_seq_length": model.max_seq_length, "precision": state["precision"],
+                "embedding_identity": identity, "embedding_cache": cache_info}
     timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
                "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
     return score_run(rset, run, k=k, settings=settings, timings=timings)
