@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,24 @@ def test_unknown_key_lists_the_keys_and_suggests():
 def test_invalid_values_name_the_key(override, message):
     with pytest.raises(ConfigError, match=message):
         compose(["recipe=tiny", override])
+
+
+@pytest.mark.parametrize("override", [
+    "train.log_every=0", "train.save_every=-1", "train.num_examples=-1", "train.original_size=-5",
+    "train.max_steps=0", "train.max_grad_norm=0", "train.scale=0", "train.weight_decay=-0.1", "train.num_workers=-1",
+    "train.lora.r=0", "train.lora.dropout=1.0", "eval.batch_size=0", "eval.shard_size=0", "eval.max_length=0",
+    "eval.max_corpus=0", "llm.temperature=-1", "llm.price_output=-1",
+])
+def test_counts_and_intervals_are_checked_before_any_work(override):
+    key, value = override.split("=")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}={re.escape(value)}\b.* must be "):
+        compose(["recipe=tiny", override])
+
+
+@pytest.mark.parametrize("override", ["train.num_examples=0", "train.save_every=0", "train.log_every=1",
+                                      "eval.shard_size=1", "train.max_steps=-1", "train.max_steps=3"])
+def test_the_edge_values_are_allowed(override):
+    compose(["recipe=tiny", override])
 
 
 def test_saved_config_never_holds_the_api_key(monkeypatch):

@@ -89,9 +89,43 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if cfg.eval.k < 1:
         raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
+    check_counts(cfg)
     check_generate(cfg)
     check_compare(cfg.compare)
     check_decompose(cfg.decompose)
+
+
+def _apply(cfg: DictConfig, rules: list[tuple[str, bool, str]]) -> None:
+    for key, ok, need in rules:
+        if not ok:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
+
+
+def check_counts(cfg: DictConfig) -> None:
+    """Sizes, intervals and rates of training and evaluation: a 0 here would divide by zero or loop forever
+    (log_every, shard_size, batch_size) or silently do nothing, far into a run."""
+    t, e, lo = cfg.train, cfg.eval, cfg.train.lora
+    _apply(cfg, [
+        ("train.num_examples", t.num_examples >= 0, ">= 0 (0: no Boolean examples)"),
+        ("train.original_size", t.original_size is None or t.original_size >= 0, ">= 0 or null (all)"),
+        ("train.log_every", t.log_every >= 1, ">= 1 (steps between log lines)"),
+        ("train.save_every", t.save_every >= 0, ">= 0 (0: only the final model)"),
+        ("train.max_steps", t.max_steps == -1 or t.max_steps >= 1, "-1 (use train.epochs) or >= 1"),
+        ("train.weight_decay", t.weight_decay >= 0, ">= 0"),
+        ("train.max_grad_norm", t.max_grad_norm > 0, "> 0"),
+        ("train.scale", t.scale is None or t.scale > 0, "> 0 or null (the similarity's default)"),
+        ("train.num_workers", t.num_workers >= 0, ">= 0"),
+        ("train.lora.r", lo.r >= 1, ">= 1"),
+        ("train.lora.alpha", lo.alpha > 0, "> 0"),
+        ("train.lora.dropout", 0 <= lo.dropout < 1, "in [0, 1)"),
+        ("eval.batch_size", e.batch_size >= 1, ">= 1"),
+        ("eval.max_length", e.max_length >= 1, ">= 1"),
+        ("eval.shard_size", e.shard_size >= 1, ">= 1 (passages per cache shard)"),
+        ("eval.max_corpus", e.max_corpus is None or e.max_corpus >= 1, ">= 1 or null (the whole corpus)"),
+        ("llm.temperature", cfg.llm.temperature >= 0, ">= 0"),
+        ("llm.price_input", cfg.llm.price_input >= 0, ">= 0"),
+        ("llm.price_output", cfg.llm.price_output >= 0, ">= 0"),
+    ])
 
 
 def check_decompose(d) -> None:
@@ -129,9 +163,7 @@ def check_generate(cfg: DictConfig) -> None:
         ("llm.max_retries", llm.max_retries >= 0, ">= 0"),
         ("llm.backoff", llm.backoff >= 0 and llm.max_backoff >= 0, ">= 0 (and llm.max_backoff too)"),
     ]
-    for key, ok, need in rules:
-        if not ok:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
+    _apply(cfg, rules)
     if g.operators and "or" in g.operators and g.max_candidates < 2:
         raise ConfigError("OR questions need generate.max_candidates >= 2")
 

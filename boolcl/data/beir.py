@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from boolcl.data.hub import load_hf_split
-from boolcl.data.jsonl import iter_jsonl
-from boolcl.data.schema import Context, EvalQuestion, RowError, _str
+from boolcl.data.jsonl import iter_jsonl, iter_lines
+from boolcl.data.schema import Context, EvalQuestion, RowError, _str, id_problem
 from boolcl.data.sets import Corpus, RetrievalSet
 from boolcl.errors import DataError
 
@@ -89,23 +89,29 @@ def read_qrels_tsv(path: Path) -> list[tuple[str, str, int, int]]:
     if not path.is_file():
         raise DataError(path, None, "file not found (a BEIR folder has qrels/<split>.tsv)")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if lineno == 1 and tuple(p.strip() for p in parts) == QRELS_HEADER:
-                continue
-            if len(parts) != 3:
-                raise DataError(path, lineno, "a qrels line has 3 tab-separated columns 'query-id corpus-id "
-                                f"score', this one has {len(parts)}", field="columns")
-            qid, pid, score = (p.strip() for p in parts)
-            if not qid or not pid:
-                key = "query-id" if not qid else "corpus-id"
-                raise DataError(path, lineno, f"field {key!r}: is empty", field=key)
-            rows.append((qid, pid, _grade(score, path, lineno), lineno))
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if lineno == 1 and tuple(p.strip() for p in parts) == QRELS_HEADER:
+            continue
+        if len(parts) != 3:
+            raise DataError(path, lineno, "a qrels line has 3 tab-separated columns 'query-id corpus-id "
+                            f"score', this one has {len(parts)}", field="columns")
+        qid, pid, score = (p.strip() for p in parts)
+        _check_pair(qid, pid, path, lineno)
+        rows.append((qid, pid, _grade(score, path, lineno), lineno))
     return rows
+
+
+def _check_pair(qid: str, pid: str, where, line: int) -> None:
+    """A judgement's two ids: present, and usable as ids (no whitespace)."""
+    for key, value in (("query-id", qid), ("corpus-id", pid)):
+        if not value:
+            raise DataError(where, line, f"field {key!r}: is empty", field=key)
+        problem = id_problem(value)
+        if problem:
+            raise DataError(where, line, f"field {key!r}: {problem}", field=key)
 
 
 def _read_unique(path: Path, parse, what: str) -> dict[str, str]:
@@ -117,6 +123,8 @@ def _read_unique(path: Path, parse, what: str) -> dict[str, str]:
         if key in out:
             raise DataError(path, None, f"id {key!r} appears twice (rows {lines[key]} and {i})", field="_id")
         out[key], lines[key] = text, i
+    if not out:
+        raise DataError(path, None, "holds no rows (every line is blank)")
     return out
 
 
@@ -165,6 +173,7 @@ def _from_datasets(source: str, split: str) -> tuple[dict, dict, list, str]:
         if qid is None or pid is None or not str(qid).strip() or not str(pid).strip():
             key = "query-id" if qid is None or not str(qid).strip() else "corpus-id"
             raise DataError(where, i, f"field {key!r}: is missing", field=key)
+        _check_pair(str(qid), str(pid), where, i)
         qrels.append((str(qid), str(pid), _grade(score, where, i), i))
     return corpus, queries, qrels, f"{source}[default/{split}]"
 

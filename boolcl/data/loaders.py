@@ -19,6 +19,7 @@ from boolcl.data.schema import (
     EvalQuestion,
     RowError,
     TrainingExample,
+    id_problem,
 )
 from boolcl.data.sets import Corpus, RetrievalSet
 from boolcl.data.spec import BOOLQUESTIONS, parse_data_spec
@@ -55,9 +56,12 @@ def load_boolquestions(name: str, source: str = HUB_ID) -> RetrievalSet:
         texts = [f"{t} [SEP] {d}" if t else d for t, d in zip(corpus_ds["title"], docs)]
     else:
         texts = list(docs)
-    for i, text in enumerate(texts):
+    for i, (pid, text) in enumerate(zip(ids, texts)):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{source}[{config}-corpus] row", i + 1, "field 'doc': is empty", field="doc")
+        problem = id_problem(pid)
+        if problem:
+            raise DataError(f"{source}[{config}-corpus] row", i + 1, f"field 'docid': {problem}", field="docid")
     return RetrievalSet(name, questions, Corpus(ids, texts), f"{source}[{config}]")
 
 
@@ -90,7 +94,11 @@ def load_folder(path: str | os.PathLike, name: str | None = None) -> RetrievalSe
         raise DataError(path / "eval.jsonl", None, f"file not found; the folder has queries.jsonl and qrels/: "
                         f"{BEIR_HINT}")
     questions = read_jsonl(path / "eval.jsonl", EvalQuestion.from_dict, unique=lambda q: q.qid)
+    if not questions:  # caught here, before a model is loaded or a passage encoded
+        raise DataError(path / "eval.jsonl", None, "holds no questions (every line is blank)")
     docs = read_jsonl(path / "corpus.jsonl", CorpusDoc.from_dict, unique=lambda d: d.docid)
+    if not docs:
+        raise DataError(path / "corpus.jsonl", None, "holds no passages (every line is blank)")
     rs = RetrievalSet(name or path.name, questions, Corpus.from_docs(docs), str(path))
     check_references(rs, path / "eval.jsonl")
     return rs

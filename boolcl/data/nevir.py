@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from boolcl.data.hub import load_hf_split
+from boolcl.data.jsonl import iter_lines, read_text_checked
 from boolcl.data.schema import RowError, _str
 from boolcl.errors import DataError
 
@@ -74,16 +75,16 @@ def _parse(rows, label: str) -> list[NevirPair]:
 
 
 def _read_file(path: Path) -> list[NevirPair]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in iter_lines(path):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as e:
                     raise DataError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
         return _parse(rows, str(path))
+    text = read_text_checked(path)
     try:
         rows = json.loads(text)
     except json.JSONDecodeError as e:

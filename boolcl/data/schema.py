@@ -6,6 +6,7 @@ naming the field; the JSONL reader adds the file and line.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -23,6 +24,28 @@ class RowError(ValueError):
         self.field = field
 
 
+_SPACE_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return"}
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be an id, or None. Ids are written into whitespace-separated TREC
+    run files (`qid Q0 docid rank score tag`), so any whitespace would split a column."""
+    for i, ch in enumerate(value):
+        if ch.isspace():
+            name = _SPACE_NAMES.get(ch, f"whitespace U+{ord(ch):04X}")
+            return (f"{value!r} contains {name} at position {i}; ids may not contain whitespace "
+                    "(they are columns of run.trec)")
+    return None
+
+
+def check_id(value: str, key: str) -> str:
+    """`value` if it is a usable id; else RowError naming `key`. The one id check of every reader."""
+    problem = id_problem(value)
+    if problem:
+        raise RowError(key, problem)
+    return value
+
+
 def _str(row: dict, key: str, *, required: bool = True, allow_empty: bool = False, is_id: bool = False) -> str | None:
     if key not in row or row[key] is None:
         if required:
@@ -35,7 +58,7 @@ def _str(row: dict, key: str, *, required: bool = True, allow_empty: bool = Fals
         raise RowError(key, f"must be a string, got {type(value).__name__}")
     if not allow_empty and not value.strip():
         raise RowError(key, "is empty")
-    return value
+    return check_id(value, key) if is_id else value
 
 
 @dataclass
@@ -50,7 +73,9 @@ class Context:
     @classmethod
     def from_dict(cls, row: Any, where: str) -> "Context":
         if isinstance(row, (str, int)) and not isinstance(row, bool):
-            return cls(passage_id=str(row))
+            if not str(row).strip():
+                raise RowError(where, "is an empty passage id")
+            return cls(passage_id=check_id(str(row), where))
         if not isinstance(row, dict):
             raise RowError(where, f"each context must be an object with 'passage_id', got {type(row).__name__}")
         try:
@@ -58,6 +83,14 @@ class Context:
             score = row.get("score")
             if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
                 raise RowError("score", f"must be a number, got {type(score).__name__}")
+            if score is not None:
+                try:
+                    score = float(score)
+                except OverflowError:  # an integer too large for a float
+                    score = math.inf
+                if not math.isfinite(score):
+                    raise RowError("score", f"must be a finite number (a teacher's relevance score), got "
+                                   f"{row.get('score')!r}")
             return cls(passage_id=pid, text=_str(row, "text", required=False, allow_empty=True),
                        title=_str(row, "title", required=False, allow_empty=True),
                        score=None if score is None else float(score))

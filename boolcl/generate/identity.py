@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from boolcl.files import atomic_write_text
 from boolcl.generate import prompts
@@ -18,6 +17,7 @@ from boolcl.generate.cluster import Group
 from boolcl.generate.corpus import Passages
 from boolcl.generate.offline import OFFLINE_MODEL, OfflineBackend
 from boolcl.llm.client import LLMStats, OpenAIBackend
+from boolcl.llm.url import redact_url
 
 
 def llm_backend(cfg, stats: LLMStats):
@@ -31,15 +31,8 @@ def llm_backend(cfg, stats: LLMStats):
 
 
 def public_url(url: str | None) -> str | None:
-    """The base URL without any user:password part."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+    """The base URL without any user:password part (boolcl.llm.url.redact_url)."""
+    return redact_url(url)
 
 
 def llm_info(cfg, identity: dict) -> dict:

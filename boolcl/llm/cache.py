@@ -2,7 +2,8 @@
 
 The key is a hash of everything that shapes an answer — backend, endpoint, model,
 temperature, max_tokens and the exact messages — and of nothing else: the API key
-is never part of it and never stored. A file appears only once its answer is
+is never part of it and never stored, nor is a `user:password@` in the endpoint URL
+(each entry records its request, so the endpoint goes in redacted). A file appears only once its answer is
 complete (temp file + rename), so a run killed at any moment leaves whole entries
 only, and the next run resumes from them.
 """
@@ -15,12 +16,14 @@ import os
 from pathlib import Path
 
 from boolcl.files import atomic_write_text
+from boolcl.llm.url import endpoint
 
 CACHE_FORMAT = 1
 
 
 def normalise_base_url(base_url: str | None) -> str:
-    return (base_url or "https://api.openai.com/v1").rstrip("/")
+    """The endpoint without credentials or a trailing slash: the same server gives the same key."""
+    return endpoint(base_url)
 
 
 def request_identity(*, backend: str, base_url: str | None, model: str, temperature: float, max_tokens: int,

@@ -7,6 +7,12 @@ honoured and every retry is counted). `LLM.ask` puts the cache, a single-flight 
 front of any backend. Until the first request succeeds, requests go one at a time,
 so a bad key costs one request and a clear error, not a storm of 401s.
 
+Back-off (429, 5xx, timeouts, dropped connections) is for a server that is there but
+busy. Nothing listening at the endpoint (connection refused, unknown or unreachable
+host) is a wrong `llm.base_url` or a server that is down: it is tried
+UNREACHABLE_RETRIES more times, quickly, then the run stops with the endpoint named.
+Endpoints are always named through boolcl.llm.url, which drops a `user:password@`.
+
 The API key is read from the environment variable named by `llm.api_key_env` when
 the backend is built and is handed to the client only; it never enters a cache
 entry, a log line, the report or the output.
@@ -15,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import os
 import random
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,9 +36,13 @@ from boolcl.llm.cache import (
     normalise_base_url,
     request_identity,
 )
+from boolcl.llm.url import scrub
 
 MAX_RETRY_AFTER = 600.0
 MALFORMED_RETRIES = 2
+UNREACHABLE_RETRIES = 2  # quick retries when nothing listens at the endpoint
+UNREACHABLE_DELAY = 0.25  # seconds before the first of them, doubled for the next
+UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
 
 
 @dataclass
@@ -97,6 +109,21 @@ def _retry_after(response) -> float | None:
         return None
 
 
+def _unreachable(err: BaseException) -> str | None:
+    """Why nothing answers at all (refused, unknown host, unreachable), from the error's causes; else None."""
+    seen = 0
+    x: BaseException | None = err
+    while x is not None and seen < 20:
+        if isinstance(x, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(x, socket.gaierror):
+            return "host name not found"
+        if isinstance(x, OSError) and x.errno in UNREACHABLE_ERRNOS:
+            return os.strerror(x.errno).lower()
+        x, seen = x.__cause__ or x.__context__, seen + 1
+    return None
+
+
 def _observed(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()
@@ -142,7 +169,7 @@ class OpenAIBackend:
     def _fatal(self, err) -> LLMError:
         o = self._openai
         status = getattr(err, "status_code", None)
-        detail = getattr(err, "message", None) or str(err)
+        detail = scrub(getattr(err, "message", None) or str(err), self.base_url)
         if isinstance(err, (o.AuthenticationError, o.PermissionDeniedError)):
             return LLMError(f"the endpoint {self.where} refused the credentials (HTTP {status}): check the key in "
                             f"the environment variable {self.key_env} (llm.api_key_env) and its access to model "
@@ -157,6 +184,7 @@ class OpenAIBackend:
         o = self._openai
         attempt = 0
         malformed = 0
+        unreachable = 0
         while True:
             self.stats.requests += 1
             reason, wait = None, None
@@ -172,7 +200,16 @@ class OpenAIBackend:
                     raise self._fatal(err) from None
             except o.APITimeoutError:
                 reason = "timeout"
-            except o.APIConnectionError:
+            except o.APIConnectionError as err:
+                why = _unreachable(err)
+                if why is not None:
+                    if unreachable >= min(UNREACHABLE_RETRIES, int(self.cfg.max_retries)):
+                        raise LLMError(f"nothing answers at the endpoint {self.where} ({why}, {unreachable + 1} "
+                                       f"tries): check llm.base_url and that the server is running") from None
+                    self.stats.retries["unreachable"] += 1
+                    await asyncio.sleep(UNREACHABLE_DELAY * (2 ** unreachable))
+                    unreachable += 1
+                    continue
                 reason = "connection"
             except (o.APIResponseValidationError, ValueError, TypeError):  # a body that is not a chat completion
                 resp, reason = None, "malformed"

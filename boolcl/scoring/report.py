@@ -9,6 +9,7 @@ from typing import Mapping
 from rich.console import Console
 from rich.table import Table
 
+from boolcl.data.jsonl import iter_lines
 from boolcl.errors import DataError
 from boolcl.files import atomic_write_text
 from boolcl.scoring import metrics
@@ -27,34 +28,31 @@ def write_trec_run(path: str | Path, run: Mapping[str, list[tuple[str, float]]],
 def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     """A TREC run as `{qid: [(docid, score), ...]}`, ordered by score as trec_eval orders it."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, "file not found")
     run: dict[str, list[tuple[str, float]]] = {}
     seen: set[tuple[str, str]] = set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise DataError(path, lineno, f"a TREC run line has 6 columns 'qid Q0 docid rank score tag', "
-                                f"this one has {len(parts)}", field="columns")
-            qid, _, docid, rank, score, _ = parts
-            try:
-                int(rank)
-            except ValueError:
-                raise DataError(path, lineno, f"field 'rank': {rank!r} is not an integer", field="rank") from None
-            try:
-                value = float(score)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise DataError(path, lineno, f"field 'score': {score!r} is not a finite number", field="score")
-            if (qid, docid) in seen:
-                raise DataError(path, lineno, f"field 'docid': {docid!r} is ranked twice for query {qid!r}",
-                                field="docid")
-            seen.add((qid, docid))
-            run.setdefault(qid, []).append((docid, value))
+    for lineno, line in iter_lines(path):  # UTF-8 checked, line length bounded
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise DataError(path, lineno, f"a TREC run line has 6 columns 'qid Q0 docid rank score tag', "
+                            f"this one has {len(parts)}", field="columns")
+        qid, _, docid, rank, score, _ = parts
+        try:
+            int(rank)
+        except ValueError:
+            raise DataError(path, lineno, f"field 'rank': {rank!r} is not an integer", field="rank") from None
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise DataError(path, lineno, f"field 'score': {score!r} is not a finite number", field="score")
+        if (qid, docid) in seen:
+            raise DataError(path, lineno, f"field 'docid': {docid!r} is ranked twice for query {qid!r}",
+                            field="docid")
+        seen.add((qid, docid))
+        run.setdefault(qid, []).append((docid, value))
     if not run:
         raise DataError(path, None, "holds no ranking lines")
     return {qid: metrics.rank(lst) for qid, lst in run.items()}
