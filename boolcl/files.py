@@ -3,13 +3,19 @@
 Every file boolcl writes goes through `atomic_write_bytes`: a temporary file in the same
 folder, flushed to disk, renamed over the target. A reader sees the old file or the new
 one, never a torn one, also across processes.
+
+`check_writable` is the pre-flight every stage runs before its compute: an output folder
+that cannot be written, or lacks room, fails in a second instead of after hours.
 """
 from __future__ import annotations
 
 import io
 import os
+import shutil
 import tempfile
 from pathlib import Path
+
+from boolcl.errors import ConfigError
 
 
 def cache_root() -> Path:
@@ -42,3 +48,36 @@ def atomic_save_npy(path: str | os.PathLike, array) -> None:
     buf = io.BytesIO()
     np.save(buf, array)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def check_writable(folder: str | os.PathLike, need_bytes: int = 0, what: str = "output folder") -> None:
+    """Raise ConfigError unless `folder` (or, when it does not exist yet, the nearest folder above
+    it, where it will be created) accepts a new file and has `need_bytes` free. It writes a probe
+    file and removes it (permission bits say nothing to root or on a read-only mount) and leaves
+    no folder behind."""
+    folder = Path(folder)
+    probe = folder
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{what} {folder} cannot be created: {probe} exists and is not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".boolcl-write-check.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as err:
+        raise ConfigError(f"{what} {folder} is not writable: cannot create a file in {probe} "
+                          f"({err.strerror or err})") from None
+    if need_bytes > 0:
+        free = shutil.disk_usage(probe).free
+        if free < need_bytes:
+            raise ConfigError(f"{what} {folder} has {human_bytes(free)} free on its disk but needs about "
+                              f"{human_bytes(need_bytes)} ({need_bytes} bytes); free space or choose another out=")

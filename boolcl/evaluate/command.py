@@ -9,6 +9,7 @@ from boolcl.data.loaders import load_retrieval_set, subsample
 from boolcl.distributed import process_state
 from boolcl.errors import ConfigError
 from boolcl.evaluate.benchmarks import evaluate_benchmark, is_benchmark
+from boolcl.files import check_writable
 from boolcl.retrieval.card import record_results
 from boolcl.scoring.report import read_trec_run, results_dict, write_results
 from boolcl.scoring.runner import EvalResult, data_info, evaluate_spec, score_run
@@ -32,6 +33,9 @@ def run_evaluate(model_spec: str | None, cfg: DictConfig, out: str | None = None
     """
     if cfg.run and model_spec and model_spec != cfg.model:
         raise ConfigError("give either a model to evaluate or run=FILE to score, not both")
+    # before any data is read or encoded; without out=, the folder the default one goes in
+    target = Path(out) if out else Path(cfg.out) if cfg.out else default_out(model_spec, cfg, "data").parent
+    check_writable(target, what="output folder (out=)")
     if is_benchmark(cfg.data):
         result, data = evaluate_benchmark(cfg.data, None if cfg.run else model_spec, cfg)
         info = result.settings.get("model") or {"run": cfg.run}

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from boolcl.config import validate
 from boolcl.data.jsonl import write_jsonl
+from boolcl.files import check_writable
 from boolcl.generate import cluster as grouping
 from boolcl.generate.assemble import build_examples, output_path
 from boolcl.generate.compose import split_counts
@@ -53,6 +54,7 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     g = cfg.generate
     seed = int(cfg.seed)
     out = output_path(cfg)
+    check_writable(out.parent, what="output folder (out=)")  # before any passage is read or any LLM call
     offline = cfg.llm.backend == "offline"
     cache_dir = Path(str(g.cache_dir)) if g.cache_dir else None
 

@@ -1,28 +1,51 @@
 """What a run leaves behind, and how it picks up again.
 
-`checkpoint-<step>/` holds a SentenceTransformer folder, Accelerate's full state (model,
-optimiser, scheduler, RNG of every process) in `state/`, and `trainer_state.json` (the
-position in the data). It is written under a temporary name and renamed when complete,
-so a run killed while saving never leaves a half checkpoint that resume would trust.
+`checkpoint-<step>/` holds a SentenceTransformer folder, the training state in `state/`
+and `trainer_state.json` (the position in the data). It is written under a temporary name
+and renamed when complete, so a run killed while saving never leaves a half checkpoint
+that resume would trust. The final model is staged the same way in `<run>/.final-tmp/` and
+its files moved into the run folder with `modules.json` last: a folder without
+`modules.json` is not a model, one with it is a whole one.
+
+Nothing in `state/` is unpickled on resume: the weights are safetensors, the optimiser's
+tensors are read with `torch.load(weights_only=True)` (tensors, numbers, lists, dicts only),
+and the scheduler, the gradient scaler, Accelerate's step counter and every process's RNG
+states are JSON. A checkpoint someone shared can give wrong numbers, never run code.
 """
 from __future__ import annotations
 
+import copy
+import errno
 import hashlib
 import json
+import os
+import random
 import shutil
 import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+import torch
 from omegaconf import OmegaConf
+from safetensors.torch import load_model as load_safetensors
+from safetensors.torch import save_model as save_safetensors
 
 from boolcl.data.loaders import SAMPLE_DIR, load_training_pool
-from boolcl.errors import ConfigError
+from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text
 from boolcl.retrieval.card import flat, write_train_card
 from boolcl.retrieval.models import load_eval_model, set_encoder
 
 STATE_FILE = "trainer_state.json"
+STATE_DIR = "state"
+STATE_FORMAT = 2  # 1: Accelerate's save_state (pickles); 2: safetensors + weights-only tensors + JSON
+RESUME_FILE = "resume.json"  # format, Accelerate's step, scheduler and scaler states
+MODEL_STATE = "model.safetensors"  # the training model as it is (LoRA adapters unmerged, scope head)
+OPTIMIZER_STATE = "optimizer.pt"
+FINAL_TMP = ".final-tmp"
+MODULES_FILE = "modules.json"  # moved into the run folder last: its presence means a whole model
+CARD_SLACK = 16 << 20  # tokenizer, configs and card next to the weights, generously
 
 
 def file_hash(path: Path) -> str:
@@ -115,8 +138,6 @@ def find_resume(resume, run_dir: Path) -> Path | None:
 
 def plain(model):
     """The model as a plain SentenceTransformer: LoRA adapters merged into a copy of the weights."""
-    import copy
-
     if not hasattr(model[0].auto_model, "merge_and_unload"):
         return model
 
@@ -125,10 +146,33 @@ def plain(model):
     return merged
 
 
+def model_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def checkpoint_bytes(model) -> int:
+    """About what one checkpoint takes on disk: the model folder and the training state's copy
+    of the weights, AdamW's two moments per trainable weight, and room for tokenizer and configs."""
+    moments = sum(2 * p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return 2 * model_bytes(model) + moments + CARD_SLACK
+
+
+def disk_full(err: OSError) -> bool:
+    return err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def last_good(run_dir: Path) -> str:
+    found = checkpoints(run_dir)
+    if not found:
+        return f"no complete checkpoint in {run_dir} yet"
+    return f"the last complete checkpoint is {found[-1]} (resume it with out={run_dir} train.resume=true)"
+
+
 def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, step: int | None = None) -> None:
-    """A plain SentenceTransformer folder (loads without peft), written by rank 0, with a model
-    card that describes this run (retrieval/card.py), not the base model's card copied over.
-    `run_dir` (default `folder`) holds config.yaml and data_manifest.json."""
+    """A plain SentenceTransformer folder (loads without peft), written by rank 0 straight into
+    `folder`, with a model card that describes this run (retrieval/card.py), not the base model's
+    card copied over. `run_dir` (default `folder`) holds config.yaml and data_manifest.json.
+    Callers write into a temporary folder: see `save_checkpoint` and `save_final`."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         out = plain(accelerator.unwrap_model(model))
@@ -142,21 +186,166 @@ def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, st
     accelerator.wait_for_everyone()
 
 
-def save_checkpoint(accelerator, model, run_dir: Path, progress: dict, keep_last: int) -> Path:
-    """Model folder + full training state + data position, made visible atomically."""
+def publish(staged: Path, dest: Path, move=os.replace) -> None:
+    """Move a complete model folder's entries from `staged` into `dest`, `modules.json` last.
+
+    `dest` loses its old `modules.json` first, so while entries move it is not a model; once
+    the last move lands it is a whole one. `move` (os.replace) is a parameter so a test can stop
+    it after any entry."""
+    entries = sorted(p.name for p in staged.iterdir())
+    if MODULES_FILE not in entries:
+        raise TrainingError(f"{staged} has no {MODULES_FILE}: the model was not saved completely")
+    (dest / MODULES_FILE).unlink(missing_ok=True)
+    for name in [n for n in entries if n != MODULES_FILE] + [MODULES_FILE]:
+        target = dest / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)  # a module folder from an earlier save into the same out=
+        move(staged / name, target)
+    staged.rmdir()
+
+
+def save_final(accelerator, model, run_dir: Path) -> None:
+    """The final model, written to `<run>/.final-tmp/` and then moved into the run folder
+    (`publish`), so a run killed while saving leaves no folder that loads as a model."""
+    staged = run_dir / FINAL_TMP
+    if accelerator.is_main_process and staged.exists():
+        shutil.rmtree(staged)
+    try:
+        save_model(accelerator, model, staged, run_dir=run_dir)
+        if accelerator.is_main_process:
+            publish(staged, run_dir)
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        shutil.rmtree(staged, ignore_errors=True)
+        raise TrainingError(f"disk full while saving the final model into {run_dir} ({err.strerror}); "
+                            f"{last_good(run_dir)}") from None
+    accelerator.wait_for_everyone()
+
+
+# ---------------------------------------------------------------- training state, no pickles
+
+
+def _rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state().tolist()}
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state["numpy"] = [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+    if torch.cuda.is_available():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+
+
+def rng_file(rank: int) -> str:
+    return f"rng-{rank}.json"
+
+
+def save_training_state(accelerator, model, optimizer, scheduler, folder: Path) -> None:
+    """Everything resume needs beyond the data position, in formats that hold no code."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if accelerator.is_main_process:
+        save_safetensors(accelerator.unwrap_model(model), str(folder / MODEL_STATE))
+        torch.save(optimizer.state_dict(), folder / OPTIMIZER_STATE)
+        scaler = getattr(accelerator, "scaler", None)
+        resume = {"format": STATE_FORMAT, "processes": accelerator.num_processes, "accelerate_step": accelerator.step,
+                  "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None}
+        try:
+            text = json.dumps(resume, allow_nan=True)
+        except TypeError as err:
+            raise TrainingError(f"the scheduler or scaler state is not plain numbers and lists ({err}); "
+                                f"boolcl saves training state as JSON only") from None
+        atomic_write_text(folder / RESUME_FILE, text + "\n")
+    atomic_write_text(folder / rng_file(accelerator.process_index), json.dumps(_rng_state()) + "\n")
+
+
+def _unreadable(path: Path, err: Exception) -> ConfigError:
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return ConfigError(f"{path}: cannot be resumed from ({type(err).__name__}: {first[:300]}); boolcl reads "
+                       f"training state as safetensors, weights-only tensors and JSON, never as a pickle")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise _unreadable(path, err) from None
+
+
+def load_training_state(accelerator, model, optimizer, scheduler, folder: Path) -> None:
+    """Restore what `save_training_state` wrote. Every file is checked for what it must be
+    before it touches the run; an older (pickled) checkpoint is refused, not unpickled."""
+    resume = folder / RESUME_FILE
+    if not resume.is_file():
+        pickled = sorted(p.name for p in folder.glob("*") if p.suffix in (".pkl", ".bin", ".pt")) if folder.is_dir() else []
+        raise ConfigError(f"{folder.parent}: no {STATE_DIR}/{RESUME_FILE}; it was written by an older boolcl"
+                          + (f" that kept the training state as pickles ({', '.join(pickled)})" if pickled else "")
+                          + ", and unpickling can run code, so it cannot be resumed safely. Start the run afresh "
+                            "(train.resume=false) or resume it with the boolcl version that wrote it, if you trust it")
+    info = _read_json(resume)
+    if not isinstance(info, dict) or info.get("format") != STATE_FORMAT:
+        raise ConfigError(f"{resume}: training state format {info.get('format') if isinstance(info, dict) else info!r}, "
+                          f"this boolcl reads format {STATE_FORMAT}")
+    if info.get("processes") != accelerator.num_processes:
+        raise ConfigError(f"{resume}: the checkpoint was written by {info.get('processes')} processes and this run has "
+                          f"{accelerator.num_processes}; resume with the same number of processes")
+    rng_path = folder / rng_file(accelerator.process_index)
+    rng = _read_json(rng_path)
+    weights = folder / MODEL_STATE
+    try:
+        load_safetensors(accelerator.unwrap_model(model), str(weights), strict=True)
+    except Exception as err:  # noqa: BLE001 - any failure names the file
+        raise _unreadable(weights, err) from None
+    opt_path = folder / OPTIMIZER_STATE
+    try:
+        optimizer.load_state_dict(torch.load(opt_path, map_location="cpu", weights_only=True))
+    except Exception as err:  # noqa: BLE001 - an UnpicklingError here is a refused pickle
+        raise _unreadable(opt_path, err) from None
+    try:
+        scheduler.load_state_dict(info["scheduler"])
+        if info.get("scaler") is not None and getattr(accelerator, "scaler", None) is not None:
+            accelerator.scaler.load_state_dict(info["scaler"])
+        accelerator.step = int(info["accelerate_step"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise _unreadable(resume, err) from None
+    try:
+        _set_rng_state(rng)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise _unreadable(rng_path, err) from None
+
+
+def save_checkpoint(accelerator, model, optimizer, scheduler, run_dir: Path, progress: dict,
+                    keep_last: int) -> Path:
+    """Model folder + full training state + data position, made visible atomically. A full disk
+    removes the partial folder and names the last complete checkpoint."""
     final = run_dir / f"checkpoint-{progress['step']}"
     tmp = run_dir / f".tmp-checkpoint-{progress['step']}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
-    save_model(accelerator, model, tmp, run_dir=run_dir, step=progress["step"])
-    accelerator.save_state(str(tmp / "state"))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        atomic_write_text(tmp / STATE_FILE, json.dumps(progress) + "\n")
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
-        for stale in checkpoints(run_dir)[:-keep_last]:
-            shutil.rmtree(stale)
+    try:
+        save_model(accelerator, model, tmp, run_dir=run_dir, step=progress["step"])
+        save_training_state(accelerator, model, optimizer, scheduler, tmp / STATE_DIR)
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            atomic_write_text(tmp / STATE_FILE, json.dumps(progress) + "\n")
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+            for stale in checkpoints(run_dir)[:-keep_last]:
+                shutil.rmtree(stale)
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TrainingError(f"disk full while writing {final.name} in {run_dir} ({err.strerror}); it was "
+                            f"not kept; {last_good(run_dir)}") from None
     accelerator.wait_for_everyone()
     return final
