@@ -96,6 +96,82 @@ def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():
     assert ret(q, p, tq, p, torch.tensor([False, False]), keys, positive_keys).item() == 0.0
 
 
+def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_dir, not_pool, tmp_path):
+    """The retention term from embeddings computed once equals the old path (a frozen copy of the
+    model, scope head included, run on every batch) on a real batch, once the student has moved."""
+    import copy
+
+    from boolcl import pooling
+    from boolcl.train.loop import build_data, build_model
+    from boolcl.train.objective import Objective
+
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run")
+    torch.manual_seed(cfg.seed)
+    model, teacher = build_model(cfg)
+    assert pooling.scope_pooling(model) is not None and pooling.scope_pooling(teacher) is None
+    old_teacher = copy.deepcopy(model).eval().requires_grad_(False)  # what Objective used to keep
+    data = build_data(cfg, model, 2, None, None)
+    objective = Objective(cfg.train, "cosine", teacher, items=data.items, collator=data.loader.collate_fn)
+    with torch.no_grad():  # the student moves away from its start, so the KL is not zero
+        gen = torch.Generator().manual_seed(0)
+        for w in model[0].parameters():
+            w.add_(0.05 * torch.randn(w.shape, generator=gen))
+    model.eval()
+    data.dataset.set_epoch(1)
+    batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
+    assert 0 < int(batch.is_original.sum()) < batch.n_queries
+    q = model(dict(batch.query_features))["sentence_embedding"]
+    p = model(dict(batch.passage_features))["sentence_embedding"]
+    _, parts = objective(q, p, batch, (model(dict(batch.query_features))["scope_logits"],
+                                       model(dict(batch.passage_features))["scope_logits"]))
+    b = batch.n_queries
+    with torch.no_grad():
+        teacher_q = old_teacher(dict(batch.query_features))["sentence_embedding"][:b]
+        teacher_p = old_teacher(dict(batch.passage_features))["sentence_embedding"]
+    expected = cfg.train.retention.weight * objective.retention(q[:b], p, teacher_q, teacher_p, batch.is_original,
+                                                                batch.passage_keys, batch.positive_keys)
+    assert expected.item() > 1e-4
+    assert parts["retention"].item() == pytest.approx(expected.item(), rel=1e-5)
+    parts["retention"].backward()  # the gradient reaches the student, as before
+    assert any(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in model[0].parameters())
+
+
+def test_the_teacher_copy_leaves_the_student_and_the_random_numbers_alone(tiny_model_dir, not_pool, tmp_path):
+    from boolcl.train.loop import build_model
+
+    def student(*extra):
+        cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", *extra)
+        torch.manual_seed(cfg.seed)
+        model, teacher = build_model(cfg)
+        return model.state_dict(), teacher, torch.rand(3)
+
+    with_teacher, teacher, after = student()
+    without, none, after_without = student("train.retention.weight=0")
+    assert none is None and teacher is not None and not teacher.training
+    assert all(not w.requires_grad for w in teacher.parameters())
+    assert with_teacher.keys() == without.keys() and all(torch.equal(with_teacher[k], without[k]) for k in without)
+    assert torch.equal(after, after_without)  # the scope head's initialisation drew the same numbers
+
+
+def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool, tmp_path):
+    from boolcl.errors import TrainingError
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.objective import TeacherEmbeddings, frozen_copy
+
+    model = load_model(str(tiny_model_dir))
+    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True)]
+    collator = Collator(model.tokenizer, 16, 1)
+    cache = TeacherEmbeddings(frozen_copy(model), items, collator)
+    assert len(cache) == 4  # the query, its two passages and the empty filler
+    known = collator._tokenize(["C", "D"])
+    with torch.no_grad():
+        direct = model.eval()(dict(known))["sentence_embedding"]
+    assert torch.allclose(cache.lookup(known), direct, atol=1e-6)
+    with pytest.raises(TrainingError, match="never embedded"):
+        cache.lookup(collator._tokenize(["C", "an unseen passage"]))
+    assert len(TeacherEmbeddings(frozen_copy(model), [Item("q", ["c"], ["C"], [], [], "not")], collator)) == 0
+
+
 # ---------------------------------------------------------------- data
 
 def test_labelled_negatives_are_always_chosen_first():

@@ -29,14 +29,14 @@ from boolcl import pooling
 from boolcl.config import to_yaml
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, TrainingError
-from boolcl.files import atomic_write_text
+from boolcl.files import atomic_write_text, check_writable
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
 from boolcl.train.mixing import Item, build_mix
-from boolcl.train.objective import Objective
+from boolcl.train.objective import Objective, frozen_copy
 from boolcl.train.sampling import EpochShuffle
 
 # ---------------------------------------------------------------- set-up helpers
@@ -69,9 +69,12 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
 
 
 def build_model(cfg: DictConfig):
-    """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA."""
+    """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA;
+    and the retention teacher (None without train.retention), copied before any of them."""
     t = cfg.train
-    model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length)
+    model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length,
+                       trust_remote_code=cfg.model_trust_remote_code)
+    teacher = frozen_copy(model) if t.retention.weight else None  # the plain start: no scope head to run
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
             pooling.install(model, t.scope.drop, t.scope.hidden)
@@ -88,7 +91,7 @@ def build_model(cfg: DictConfig):
         set_encoder(model, get_peft_model(encoder, LoraConfig(
             r=t.lora.r, lora_alpha=t.lora.alpha, lora_dropout=t.lora.dropout,
             target_modules=list(t.lora.target_modules) if t.lora.target_modules else None)))
-    return model
+    return model, teacher
 
 
 @dataclass
@@ -251,28 +254,30 @@ def train(cfg: DictConfig) -> Path:
 
     # Set-up. Everything that can fail cheaply fails here, before any compute.
     local_batch = per_device_batch(cfg, accelerator.num_processes)
-    model = build_model(cfg)
+    model, teacher = build_model(cfg)
+    check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
+                   checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     data = build_data(cfg, model, local_batch, query_prompt, passage_prompt)
     plan = plan_steps(cfg, len(data.items), local_batch, accelerator.num_processes)
     optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py);
-    # it copies the model as the retention teacher, so it comes before the scope warm-up
-    objective = Objective(t, model.similarity_fn_name or "cosine", model,
-                          autocast=accelerator.autocast).to(accelerator.device)
+    # the retention teacher embeds the texts retention needs once, here, and is then let go
+    objective = Objective(t, model.similarity_fn_name or "cosine", teacher, autocast=accelerator.autocast,
+                          items=data.items, collator=data.loader.collate_fn, device=accelerator.device)
+    del teacher
     if t.scope.weight and t.scope.warmup and resume_from is None:
         data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items, data.practice,
                                                  steps=t.scope.warmup, lr=t.scope.lr, seed=cfg.seed,
                                                  prompt=query_prompt)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
-    # (Accelerate would step it once per process) and is only saved with the state.
-    accelerator.register_for_checkpointing(scheduler)
+    # (Accelerate would step it once per process); checkpoint.py saves it with the state, as JSON.
     forward = torch.compile(model, dynamic=True) if t.compile else model  # batches vary in length
 
     progress = {"step": 0, "epoch": 0, "micro_batches": 0}  # where the data stands, for resume
     if resume_from is not None:
-        accelerator.load_state(str(resume_from / "state"))
+        checkpoint.load_training_state(accelerator, model, optimizer, scheduler, resume_from / checkpoint.STATE_DIR)
         progress = json.loads((resume_from / checkpoint.STATE_FILE).read_text())
     if accelerator.is_main_process:
         write_run_files(cfg, run_dir, data.mix, accelerator, plan, resume_from)
@@ -318,14 +323,14 @@ def train(cfg: DictConfig) -> Path:
             if step % t.log_every == 0 or step == plan.total_steps:
                 meter.write(step, epoch, loss, parts, scheduler.get_last_lr()[0], grad_norm)
             if t.save_every and step % t.save_every == 0 and step < plan.total_steps:
-                checkpoint.save_checkpoint(accelerator, model, run_dir, position_after(step, epoch, micro, plan),
-                                           keep_last=t.keep_last)
+                checkpoint.save_checkpoint(accelerator, model, optimizer, scheduler, run_dir,
+                                           position_after(step, epoch, micro, plan), keep_last=t.keep_last)
             if step >= plan.total_steps:
                 break
         if step >= plan.total_steps:
             break
     bar.close()
 
-    checkpoint.save_model(accelerator, model, run_dir)
+    checkpoint.save_final(accelerator, model, run_dir)
     accelerator.end_training()
     return run_dir

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 
 import torch
 
-from boolcl.train.collate import Batch
+from boolcl.errors import TrainingError
+from boolcl.train.collate import Batch, Collator
 from boolcl.train.losses import InfoNCE, MarginMSE
 from boolcl.train.not_aware import (
     DecompositionDistill,
@@ -28,9 +30,75 @@ from boolcl.train.not_aware import (
 from boolcl.train.scope import ScopeLoss
 
 
+def frozen_copy(model):
+    """The retention teacher: a frozen copy of the starting model. Copying draws no random
+    numbers, so taking it before the scope head is installed leaves the student as it was."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def row_keys(features: dict[str, torch.Tensor]) -> list[bytes]:
+    """One key per tokenised row: a digest of its token ids (padding left out), so a text has
+    the same key whichever batch it was padded in."""
+    ids, mask = features["input_ids"].cpu(), features["attention_mask"].cpu().bool()
+    return [hashlib.blake2b(ids[i][mask[i]].numpy().tobytes(), digest_size=16).digest() for i in range(len(ids))]
+
+
+class TeacherEmbeddings:
+    """The frozen teacher's embedding of every text the retention term can meet, computed once.
+
+    The teacher never changes and runs in eval mode, so its embedding of a text is fixed: one
+    pass at set-up over the original data's queries (the only rows retention scores) and the
+    pool's passages replaces a teacher forward over the whole batch on every step. Texts are
+    tokenised by the training collator itself, so a row's key is the key of what the loop sees.
+    The table is built in a fixed order (by length, then key) from the items alone, so a resumed
+    run and every process build the same table; retention compares each process's own queries
+    with its own passages, so nothing needs gathering."""
+
+    def __init__(self, teacher, items, collator: Collator, autocast=contextlib.nullcontext,
+                 device: torch.device | str = "cpu", batch_size: int = 64):
+        self.index: dict[bytes, int] = {}
+        self.table = torch.zeros((0, 0))
+        queries = sorted({it.query for it in items if it.original})
+        if not queries:  # no original data: retention never scores a row
+            return
+        passages = sorted({p for it in items for p in (*it.positives, *it.negatives)} | {""})  # "": the filler
+        rows = [collator.query_prompt + x for x in queries] + [collator.passage_prompt + x for x in passages]
+        tokens = collator.tokenizer(rows, truncation=True, max_length=collator.max_length)["input_ids"]
+        keys = [hashlib.blake2b(torch.tensor(ids, dtype=torch.long).numpy().tobytes(), digest_size=16).digest()
+                for ids in tokens]
+        unique = sorted({k: len(ids) for k, ids in zip(keys, tokens)}.items(), key=lambda kv: (kv[1], kv[0]))
+        text_of = dict(zip(keys, rows))
+        teacher.to(device)
+        chunks = []
+        with torch.no_grad(), autocast():
+            for lo in range(0, len(unique), batch_size):
+                chunk = [text_of[k] for k, _ in unique[lo:lo + batch_size]]
+                features = {k: v.to(device) for k, v in collator._tokenize(chunk).items()}
+                chunks.append(teacher(features)["sentence_embedding"].float().cpu())
+        self.table = torch.cat(chunks)
+        self.index = {k: i for i, (k, _) in enumerate(unique)}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def lookup(self, features: dict[str, torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The teacher's embeddings of the tokenised rows (only `rows`, if given), on their device."""
+        keys = row_keys(features)
+        chosen = range(len(keys)) if rows is None else rows.tolist()
+        try:
+            at = [self.index[keys[i]] for i in chosen]
+        except KeyError:
+            raise TrainingError("a batch holds a text the retention teacher never embedded: the collator and "
+                                "TeacherEmbeddings tokenise differently (a bug: please report it)") from None
+        return self.table[at].to(features["input_ids"].device)
+
+
 class Objective:
-    def __init__(self, t, similarity: str, model=None, autocast=contextlib.nullcontext):
-        """`t` is the train config; `model` (before prepare) is copied and frozen as the retention teacher."""
+    def __init__(self, t, similarity: str, teacher=None, autocast=contextlib.nullcontext, items=(),
+                 collator: Collator | None = None, device: torch.device | str = "cpu"):
+        """`t` is the train config. With retention on, `teacher` (`frozen_copy` of the starting
+        model) embeds once the texts of `items` that retention needs, tokenised by `collator`;
+        the teacher itself is not kept."""
         self.t, self.autocast = t, autocast
         if t.loss == "margin_mse":
             self.margin_mse = MarginMSE(similarity)
@@ -41,14 +109,11 @@ class Objective:
         self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
         self.decomposition = DecompositionDistill() if t.decomposition.weight else None
         self.scope = ScopeLoss() if t.scope.weight else None
-        self.teacher = None
+        self.teacher_embeddings = None
         if self.retention is not None:
-            self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
-
-    def to(self, device) -> Objective:
-        if self.teacher is not None:
-            self.teacher.to(device)
-        return self
+            if teacher is None or collator is None:
+                raise ValueError("train.retention needs the teacher (frozen_copy of the start) and the collator")
+            self.teacher_embeddings = TeacherEmbeddings(teacher, items, collator, autocast, device)
 
     def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: Batch,
                  scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -70,10 +135,11 @@ class Objective:
                 + self.pair_contrast(q_main[batch.pair_rows], plain, p[batch.pair_targets]))
         if self.retention is not None:
             rows = batch.is_original
-            if bool(rows.any()):
-                with torch.no_grad(), self.autocast():
-                    teacher_q = self.teacher(batch.query_features)["sentence_embedding"][:b]
-                    teacher_p = self.teacher(batch.passage_features)["sentence_embedding"]
+            if bool(rows.any()):  # the teacher's embeddings of the chosen queries and the passages
+                idx = torch.nonzero(rows).flatten()
+                teacher_q = q_main.new_zeros((b, q_main.shape[1]), dtype=torch.float)
+                teacher_q[idx] = self.teacher_embeddings.lookup(batch.query_features, idx.cpu())
+                teacher_p = self.teacher_embeddings.lookup(batch.passage_features)
                 parts["retention"] = t.retention.weight * self.retention(
                     q_main, p, teacher_q, teacher_p, rows, batch.passage_keys, batch.positive_keys)
         if self.decomposition is not None and len(batch.distill_rows):

@@ -135,6 +135,29 @@ class ScopeLoss(torch.nn.Module):
         return (q + p) / 2
 
 
+@torch.no_grad()
+def frozen_tokens(encoder, features: dict[str, torch.Tensor], batch_size: int, device) -> torch.Tensor:
+    """The encoder's token embeddings of every row, (rows, tokens, dim) in float32, zero at padding.
+
+    Rows are encoded shortest first, each chunk padded only to its own longest row: padded to
+    the longest of all rows, most of the work was padding. The head never reads padding (it packs
+    the sequences), so what it learns is unchanged."""
+    mask = features["attention_mask"]
+    lengths = mask.sum(1)
+    order = torch.argsort(lengths, stable=True)
+    out = None
+    right_padded = bool((mask.bool() == (torch.arange(mask.shape[1])[None, :] < lengths[:, None])).all())
+    for lo in range(0, len(order), batch_size):
+        rows = order[lo:lo + batch_size]
+        width = int(lengths[rows].max()) if right_padded else mask.shape[1]
+        chunk = {k: v[rows, :width].to(device) for k, v in features.items()}
+        emb = encoder(chunk)["token_embeddings"].float() * chunk["attention_mask"][..., None]
+        if out is None:
+            out = torch.zeros((len(order), mask.shape[1], emb.shape[-1]), device=device)
+        out[rows.to(device), :width] = emb
+    return out
+
+
 def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: float, seed: int,
             prompt: str | None = None, rows: int = 1024, batch_size: int = 64) -> dict:
     """Fit the scope head alone on the frozen starting encoder's token embeddings, before training.
@@ -157,9 +180,7 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
                                     max_length=model.max_seq_length, return_tensors="pt", return_offsets_mapping=True))
     labels = token_labels(spans, features.pop("offset_mapping"), features["attention_mask"], len(prompt))
     device = next(head.parameters()).device
-    with torch.no_grad():
-        tokens = torch.cat([model[0]({k: v[lo:lo + batch_size].to(device) for k, v in features.items()})
-                            ["token_embeddings"].float() for lo in range(0, len(texts), batch_size)])
+    tokens = frozen_tokens(model[0], features, batch_size, device)
     mask, labels = features["attention_mask"].to(device), labels.to(device)
     optimizer = torch.optim.Adam(head.parameters(), lr=lr)
     loss = torch.zeros(())

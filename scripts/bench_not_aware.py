@@ -1,0 +1,137 @@
+"""What the NOT-aware terms cost: the paper-style NOT recipe against not_plus and each switch alone.
+
+    python scripts/bench_not_aware.py                       # CPU: 12 steps each, batch 16
+    python scripts/bench_not_aware.py --steps 20 --only paper-not not_plus
+    python scripts/bench_not_aware.py --json results/bench_not_aware.json
+
+Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
+some of its six additions switched off, as in scripts/ablation.py: `paper-not` has all six
+off, `not_plus` all on, `+NAME` only that one on. All run in this one process, one after the
+other, on the same data, batch and seed, through the real `train()` loop. For each it prints
+
+- triples/s over the same steady-state window (log records `--warmup` .. last: the first
+  steps pay for allocator and kernel warm-up and are left out),
+- the set-up seconds (from calling train() to the first step: model, data, decomposition
+  targets, retention teacher, scope warm-up), with those three parts timed on their own,
+- both as ratios to `paper-not`.
+
+Time it alone: two torch processes on the same cores slow each other far more than twice.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ablation import SWITCHES  # noqa: E402
+
+VARIANTS = {"paper-not": list(SWITCHES.values()), "not_plus": []}
+VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
+
+
+@contextmanager
+def timed_setup(clock: dict):
+    """Wrap the set-up helpers that train() calls to time them, and note when the loop starts."""
+    from boolcl.train import loop, scope
+
+    saved = {"attach_targets": loop.attach_targets, "Objective": loop.Objective, "warm_up": scope.warm_up,
+             "Meter": loop.Meter}
+
+    def timing(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            out = fn(*args, **kwargs)
+            clock[name] = clock.get(name, 0.0) + time.perf_counter() - start
+            return out
+        return wrapper
+
+    class Meter(saved["Meter"]):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            clock["loop_start"] = self.start
+
+    loop.attach_targets = timing("decomposition_s", saved["attach_targets"])
+    loop.Objective = timing("objective_s", saved["Objective"])  # the retention teacher and its embeddings
+    scope.warm_up = timing("scope_warmup_s", saved["warm_up"])
+    loop.Meter = Meter
+    try:
+        yield
+    finally:
+        loop.attach_targets, loop.Objective, scope.warm_up, loop.Meter = (
+            saved["attach_targets"], saved["Objective"], saved["warm_up"], saved["Meter"])
+
+
+def run_variant(name: str, overrides: list[str], args, work: Path) -> dict:
+    from boolcl.config import compose
+    from boolcl.train.loop import train
+
+    cfg = compose(["recipe=not_plus_tiny", *overrides, f"seed={args.seed}", f"train.batch_size={args.batch}",
+                   f"train.max_steps={args.steps}", "train.log_every=1", "train.save_every=0",
+                   "train.report_to=[]", f"out={work / name}", *args.overrides])
+    clock: dict = {}
+    with timed_setup(clock):
+        start = time.perf_counter()
+        run = train(cfg)
+        wall = time.perf_counter() - start
+    log = [json.loads(x) for x in (run / "train_log.jsonl").read_text().splitlines()]
+    if len(log) <= args.warmup:
+        raise SystemExit(f"{name}: {len(log)} log records, not enough past --warmup {args.warmup}: raise --steps")
+    a, b = log[args.warmup - 1], log[-1]  # the window: after step `warmup` .. the last step
+    seconds = b["elapsed_s"] - a["elapsed_s"]
+    steps = b["step"] - a["step"]
+    return {"overrides": overrides, "triples_per_s": steps * args.batch / seconds, "s_per_step": seconds / steps,
+            "window": [a["step"] + 1, b["step"]], "setup_s": clock["loop_start"] - start, "wall_s": wall,
+            **{k: round(v, 3) for k, v in clock.items() if k.endswith("_s")}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=12, help="optimiser steps per variant (default 12)")
+    ap.add_argument("--batch", type=int, default=16, help="queries per step (default 16, the recipe's)")
+    ap.add_argument("--warmup", type=int, default=3, help="steps left out of the steady-state window (default 3)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", nargs="+", choices=list(VARIANTS), default=None,
+                    help="time only these variants (paper-not is always timed: it is the reference)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("overrides", nargs="*", help="key=value, applied to every variant")
+    args = ap.parse_args()
+    if not 1 <= args.warmup < args.steps:
+        raise SystemExit(f"--warmup {args.warmup} must be at least 1 and below --steps {args.steps}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    names = [n for n in VARIANTS if not args.only or n in args.only or n == "paper-not"]
+    work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
+    results = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+               "threads": torch.get_num_threads(), "batch": args.batch, "steps": args.steps,
+               "warmup": args.warmup, "variants": {}}
+    for name in names:
+        print(f"--- {name}", flush=True)
+        results["variants"][name] = run_variant(name, VARIANTS[name], args, work)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
+    ref = results["variants"]["paper-not"]
+    for r in results["variants"].values():
+        r["time_per_step_ratio"] = r["s_per_step"] / ref["s_per_step"]
+        r["setup_ratio"] = r["setup_s"] / ref["setup_s"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    print(f"\n{results['device']}, {results['threads']} threads, batch {args.batch}, "
+          f"steps {args.warmup + 1}..{args.steps} timed")
+    print(f"{'variant':18} {'triples/s':>10} {'s/step':>8} {'x paper':>8} {'set-up s':>9} {'x paper':>8}"
+          f"  {'decomp s':>8} {'teacher s':>9} {'scope s':>8}")
+    for name, r in results["variants"].items():
+        print(f"{name:18} {r['triples_per_s']:10.2f} {r['s_per_step']:8.3f} {r['time_per_step_ratio']:7.2f}x "
+              f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('decomposition_s', 0):8.1f} "
+              f"{r.get('objective_s', 0):9.1f} {r.get('scope_warmup_s', 0):8.1f}")
+
+
+if __name__ == "__main__":
+    main()
