@@ -95,8 +95,15 @@ def test_train_writes_a_loadable_checkpoint(tiny_model_dir, pool, tmp_path, monk
 
 
 def test_nan_loss_names_step_and_batch(tiny_model_dir, pool, tmp_path):
+    """A model whose weights hold a NaN (train.scale=nan is refused by the config checks)."""
+    from sentence_transformers import SentenceTransformer
+
+    broken = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    with torch.no_grad():
+        next(p for p in broken.parameters() if p.dim() == 2).fill_(float("nan"))
+    broken.save(str(tmp_path / "nan-model"))
     with pytest.raises(TrainingError, match=r"loss is nan at step 1 \(epoch 0, batch 0\)"):
-        train(tiny_cfg(tiny_model_dir, pool, tmp_path / "run", "train.scale=nan"))
+        train(tiny_cfg(tmp_path / "nan-model", pool, tmp_path / "run"))
 
 
 def test_impossible_configs_fail_before_compute(tiny_model_dir, pool, tmp_path):
