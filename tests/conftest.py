@@ -85,3 +85,19 @@ def small_set(tmp_path) -> Path:
     dump_jsonl(tmp_path / "set" / "corpus.jsonl", docs)
     dump_jsonl(tmp_path / "set" / "eval.jsonl", qs)
     return tmp_path / "set"
+
+
+@pytest.fixture
+def pool(tmp_path, small_set):
+    """A training pool next to its corpus: one example of each kind on the small set's passages."""
+    rows = [
+        {"qid": "t-not", "question": "Which stomach problems are not about the liver?", "question_type": "not",
+         "positive_ctxs": [{"passage_id": "d0"}, {"passage_id": "d2"}], "negative_ctxs": [{"passage_id": "d1"}]},
+        {"qid": "t-not2", "question": "Which string instruments are not plucked?", "question_type": "not",
+         "positive_ctxs": [{"passage_id": "d3"}, {"passage_id": "d4"}], "negative_ctxs": [{"passage_id": "d5"}]},
+        {"qid": "t-s1", "question": "What is a cello?", "question_type": "simple",
+         "positive_ctxs": [{"passage_id": "d4"}], "hard_negative_ctxs": [{"passage_id": "d3"}]},
+        {"qid": "t-s2", "question": "What are gallstones?", "question_type": "simple",
+         "positive_ctxs": [{"passage_id": "d0", "text": "Gallstones form in the gallbladder."}]},
+    ]
+    return write_pool(tmp_path / "pool", rows, small_set)

@@ -4,7 +4,6 @@ import json
 
 import pytest
 import yaml
-from conftest import write_pool
 
 from boolcl.config import compose
 from boolcl.retrieval.card import hub_base_model, record_results, redact
@@ -20,21 +19,6 @@ def front_matter(path):
     assert text.startswith("---\n"), text[:200]
     head, body = text[4:].split("\n---\n", 1)
     return yaml.safe_load(head), body
-
-
-@pytest.fixture
-def pool(tmp_path, small_set):
-    rows = [
-        {"qid": "t-not", "question": "Which stomach problems are not about the liver?", "question_type": "not",
-         "positive_ctxs": [{"passage_id": "d0"}, {"passage_id": "d2"}], "negative_ctxs": [{"passage_id": "d1"}]},
-        {"qid": "t-not2", "question": "Which string instruments are not plucked?", "question_type": "not",
-         "positive_ctxs": [{"passage_id": "d3"}, {"passage_id": "d4"}], "negative_ctxs": [{"passage_id": "d5"}]},
-        {"qid": "t-s1", "question": "What is a cello?", "question_type": "simple",
-         "positive_ctxs": [{"passage_id": "d4"}], "hard_negative_ctxs": [{"passage_id": "d3"}]},
-        {"qid": "t-s2", "question": "What are gallstones?", "question_type": "simple",
-         "positive_ctxs": [{"passage_id": "d0"}]},
-    ]
-    return write_pool(tmp_path / "pool", rows, small_set)
 
 
 def overrides(tiny_model_dir, pool, out, small_set):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, dump_jsonl, write_pool
+from conftest import ROOT, dump_jsonl
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError, DataError, TrainingError
@@ -14,22 +14,6 @@ from boolcl.train.collate import Collator, ItemDataset
 from boolcl.train.loop import train
 from boolcl.train.losses import InfoNCE
 from boolcl.train.mixing import Item
-
-
-@pytest.fixture
-def pool(tmp_path, small_set):
-    """A training pool next to its corpus: one example of each kind on the small set's passages."""
-    rows = [
-        {"qid": "t-not", "question": "Which stomach problems are not about the liver?", "question_type": "not",
-         "positive_ctxs": [{"passage_id": "d0"}, {"passage_id": "d2"}], "negative_ctxs": [{"passage_id": "d1"}]},
-        {"qid": "t-not2", "question": "Which string instruments are not plucked?", "question_type": "not",
-         "positive_ctxs": [{"passage_id": "d3"}, {"passage_id": "d4"}], "negative_ctxs": [{"passage_id": "d5"}]},
-        {"qid": "t-s1", "question": "What is a cello?", "question_type": "simple",
-         "positive_ctxs": [{"passage_id": "d4"}], "hard_negative_ctxs": [{"passage_id": "d3"}]},
-        {"qid": "t-s2", "question": "What are gallstones?", "question_type": "simple",
-         "positive_ctxs": [{"passage_id": "d0", "text": "Gallstones form in the gallbladder."}]},
-    ]
-    return write_pool(tmp_path / "pool", rows, small_set)
 
 
 def tiny_cfg(tiny_model_dir, pool, out, *extra):
