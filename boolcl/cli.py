@@ -24,6 +24,9 @@ def _overrides(args) -> list[str]:
     return list(args.overrides)
 
 
+# Each command imports its stage when it runs, so `boolcl --help` starts without torch or Hydra.
+
+
 def cmd_config(args) -> int:
     from boolcl.config import compose, to_yaml
 
@@ -133,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("evaluate", "MRR@k and NegRecall@k per question type (ALL/AND/OR/NOT) for a model or checkpoint",
             cmd_evaluate,
             "Encodes the corpus and questions of data=... (sample, boolquestions-msmarco, boolquestions-nq,\n"
-            "or a folder with eval.jsonl + corpus.jsonl), searches exactly, and writes results.json and a\n"
+            "msmarco-dev, quest, birco-<task>, beir:PATH, nevir[:PATH], or a folder with eval.jsonl +\n"
+            "corpus.jsonl), searches exactly, and writes results.json and a\n"
             "TREC run file to out=DIR (default: CHECKPOINT/eval/<data> or results/<model>-<data>).")
     p.add_argument("model", nargs="?", help="hub id, SentenceTransformer folder or checkpoint (default: model=...)")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
