@@ -23,6 +23,7 @@ import random
 import shutil
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,19 @@ def last_good(run_dir: Path) -> str:
     return f"the last complete checkpoint is {found[-1]} (resume it with out={run_dir} train.resume=true)"
 
 
+@contextmanager
+def removed_if_disk_full(partial: Path, run_dir: Path, writing: str, note: str = ""):
+    """A save into `partial` that runs out of disk leaves nothing half-written behind and says
+    which complete checkpoint to resume from; any other error passes through unchanged."""
+    try:
+        yield
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
+        raise TrainingError(f"disk full while {writing} ({err.strerror}); {note}{last_good(run_dir)}") from None
+
+
 def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, step: int | None = None) -> None:
     """A plain SentenceTransformer folder (loads without peft), written by rank 0 straight into
     `folder`, with a model card that describes this run (retrieval/card.py), not the base model's
@@ -210,16 +224,10 @@ def save_final(accelerator, model, run_dir: Path) -> None:
     staged = run_dir / FINAL_TMP
     if accelerator.is_main_process and staged.exists():
         shutil.rmtree(staged)
-    try:
+    with removed_if_disk_full(staged, run_dir, f"saving the final model into {run_dir}"):
         save_model(accelerator, model, staged, run_dir=run_dir)
         if accelerator.is_main_process:
             publish(staged, run_dir)
-    except OSError as err:
-        if not disk_full(err):
-            raise
-        shutil.rmtree(staged, ignore_errors=True)
-        raise TrainingError(f"disk full while saving the final model into {run_dir} ({err.strerror}); "
-                            f"{last_good(run_dir)}") from None
     accelerator.wait_for_everyone()
 
 
@@ -330,7 +338,7 @@ def save_checkpoint(accelerator, model, optimizer, scheduler, run_dir: Path, pro
     tmp = run_dir / f".tmp-checkpoint-{progress['step']}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
-    try:
+    with removed_if_disk_full(tmp, run_dir, f"writing {final.name} in {run_dir}", "it was not kept; "):
         save_model(accelerator, model, tmp, run_dir=run_dir, step=progress["step"])
         save_training_state(accelerator, model, optimizer, scheduler, tmp / STATE_DIR)
         accelerator.wait_for_everyone()
@@ -341,11 +349,5 @@ def save_checkpoint(accelerator, model, optimizer, scheduler, run_dir: Path, pro
             tmp.rename(final)
             for stale in checkpoints(run_dir)[:-keep_last]:
                 shutil.rmtree(stale)
-    except OSError as err:
-        if not disk_full(err):
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise TrainingError(f"disk full while writing {final.name} in {run_dir} ({err.strerror}); it was "
-                            f"not kept; {last_good(run_dir)}") from None
     accelerator.wait_for_everyone()
     return final

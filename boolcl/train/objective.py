@@ -36,11 +36,16 @@ def frozen_copy(model):
     return copy.deepcopy(model).eval().requires_grad_(False)
 
 
+def ids_key(ids: torch.Tensor) -> bytes:
+    """A digest of one row's token ids (int64, padding left out): the key a text has whichever
+    batch it was padded in."""
+    return hashlib.blake2b(ids.to(torch.long).numpy().tobytes(), digest_size=16).digest()
+
+
 def row_keys(features: dict[str, torch.Tensor]) -> list[bytes]:
-    """One key per tokenised row: a digest of its token ids (padding left out), so a text has
-    the same key whichever batch it was padded in."""
+    """One key per tokenised row of a batch."""
     ids, mask = features["input_ids"].cpu(), features["attention_mask"].cpu().bool()
-    return [hashlib.blake2b(ids[i][mask[i]].numpy().tobytes(), digest_size=16).digest() for i in range(len(ids))]
+    return [ids_key(ids[i][mask[i]]) for i in range(len(ids))]
 
 
 class TeacherEmbeddings:
@@ -64,8 +69,7 @@ class TeacherEmbeddings:
         passages = sorted({p for it in items for p in (*it.positives, *it.negatives)} | {""})  # "": the filler
         rows = [collator.query_prompt + x for x in queries] + [collator.passage_prompt + x for x in passages]
         tokens = collator.tokenizer(rows, truncation=True, max_length=collator.max_length)["input_ids"]
-        keys = [hashlib.blake2b(torch.tensor(ids, dtype=torch.long).numpy().tobytes(), digest_size=16).digest()
-                for ids in tokens]
+        keys = [ids_key(torch.tensor(ids, dtype=torch.long)) for ids in tokens]
         unique = sorted({k: len(ids) for k, ids in zip(keys, tokens)}.items(), key=lambda kv: (kv[1], kv[0]))
         text_of = dict(zip(keys, rows))
         teacher.to(device)
