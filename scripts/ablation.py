@@ -32,6 +32,15 @@ VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != nam
 VARIANTS["not_plus-no-decomp"] = [SWITCHES["decomposition"], SWITCHES["scope"]]  # session 2's not_plus
 VARIANTS["not_plus-no-scope"] = [SWITCHES["scope"]]  # session 3's not_plus: what scope pooling adds
 VARIANTS["not_plus"] = []
+RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (scripts/generalisation.py shares all of this)
+
+
+def run_config(overrides: list[str], extra: list[str], seed: int, folder: Path):
+    """The training config of one (variant, seed): the recipe, the variant's switches, then `extra`."""
+    from boolcl.config import compose
+
+    return compose([RECIPE, *overrides, *extra, f"seed={seed}", f"out={folder}", "train.save_every=0",
+                    "train.report_to=[]"])
 
 
 def main() -> int:
@@ -55,7 +64,7 @@ def main() -> int:
 
     console = Console()
     out = Path(args.out)
-    base_cfg = compose(["recipe=not_plus_tiny", *args.overrides])
+    base_cfg = compose([RECIPE, *args.overrides])
     rset = load_retrieval_set(base_cfg.data)
     folders = []
     # seed by seed, so that a partial ablation already covers every variant
@@ -72,8 +81,7 @@ def main() -> int:
         if overrides is None:
             cfg, spec = base_cfg, base_cfg.model
         else:
-            cfg = compose(["recipe=not_plus_tiny", *overrides, *args.overrides, f"seed={seed}",
-                           f"out={folder}", "train.save_every=0", "train.report_to=[]"])
+            cfg = run_config(overrides, args.overrides, seed, folder)
             spec = str(train(cfg))
         console.rule(f"evaluate {folder.name}")
         result, info = evaluate_spec(spec, rset, cfg, show_progress=False)
@@ -87,7 +95,7 @@ def main() -> int:
     paper = [Path(f).name for f in folders if Path(f).name.startswith("paper-not-")]
     if paper:  # the question issue 8 asks: better than the paper's recipe? (one seed keeps its own name)
         name = "paper-not" if len(paper) > 1 else paper[0]
-        versus = compose(["recipe=not_plus_tiny", *args.overrides, f"compare.baseline={name}"])
+        versus = compose([RECIPE, *args.overrides, f"compare.baseline={name}"])
         tables.append(run_compare(folders, versus, str(out / "compare-vs-paper"), seeds=True)["files"]["md"])
     console.print("tables: " + "  ".join(tables))
     return 0

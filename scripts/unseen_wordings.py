@@ -36,12 +36,9 @@ def reword(question: str, rng: random.Random) -> str | None:
     return rng.choice(UNSEEN_WORDINGS).format(keep=keep, drop=question[x0:x1].strip(" ,"))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    rng = random.Random(args.seed)
+def build(out: Path, seed: int = 0) -> tuple[int, int]:
+    """Write the set to `out` (eval.jsonl, corpus.jsonl); return (questions written, left out)."""
+    rng = random.Random(seed)
     rows, skipped = [], 0
     for line in (SAMPLE / "eval.jsonl").read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
@@ -52,10 +49,19 @@ def main() -> int:
             skipped += 1
             continue
         rows.append(row | {"question": question})
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    shutil.copy(SAMPLE / "corpus.jsonl", args.out / "corpus.jsonl")
-    print(f"{len(rows)} NOT questions reworded ({skipped} the rules cannot split, left out) -> {args.out}")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SAMPLE / "corpus.jsonl", out / "corpus.jsonl")
+    (out / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return len(rows), skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    written, skipped = build(args.out, args.seed)
+    print(f"{written} NOT questions reworded ({skipped} the rules cannot split, left out) -> {args.out}")
     return 0
 
 

@@ -1,0 +1,365 @@
+"""Generalisation report: each variant trained once per seed, then scored on every data set at hand.
+
+    python scripts/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
+        [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...]
+        [--only-data sample unseen nevir birco] [--nevir PATH] [--birco PATH] [key=value ...]
+
+Variants are scripts/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
+`base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
+of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`. Each
+(variant, seed) is trained once into OUT/runs/<variant>-s<seed>/ and that checkpoint is
+evaluated on each data set:
+
+  sample  the bundled sample's held-out clusters (MRR@10, NegRecall@10 per question type)
+  unseen  its NOT questions reworded with exclusion words boolcl never trains on
+          (scripts/unseen_wordings.py, written once to OUT/data/unseen/)
+  nevir   NevIR's test pairs, paired accuracy (--nevir, else $BOOLCL_NEVIR, else ../shared/nevir)
+  birco   BIRCO's test tasks found there, nDCG@10 per task: does plain retrieval survive?
+          (--birco, else $BOOLCL_BIRCO, else ../shared/birco)
+
+A data set whose files are absent is skipped with the reason printed. Results land in
+OUT/<data>/runs/<run>/results.json; then `boolcl compare` (seeds averaged: mean ± std,
+paired tests over questions) writes OUT/<data>/compare/ against the base model and
+OUT/<data>/compare-vs-paper/ against the paper-style recipe, and OUT/summary.md gathers the
+headline figures of every data set in one page. A finished training run (its model saved)
+and a finished evaluation (its results.json) are kept and skipped on a rerun, so a killed
+report resumes; a run folder trained with other settings stops the report rather than being
+mixed in. Extra key=value overrides apply to every run (e.g. train.max_steps=2 for a smoke test).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ablation import RECIPE, VARIANTS, run_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+DATASETS = ("sample", "unseen", "nevir", "birco")
+DEFAULT_VARIANTS = ("base", "paper-not", "not_plus")
+BASE, PAPER = "base", "paper-not"
+RUN_FILE = "variant.json"  # in each checkpoint folder: what it was trained with
+NAME = re.compile(r"^[A-Za-z0-9_+.][A-Za-z0-9_+.-]*$")
+SEEDED = re.compile(r"[-_.](?:s|seed)[-_=]?\d+$")  # compare reads such a suffix as a seed
+NEXT_KEY = re.compile(r",(?=\s*[A-Za-z_][\w.]*=)")  # a comma that starts the next key=value
+
+
+# ---------------------------------------------------------------- variants
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    """`NAME=key=value,key=value` -> (NAME, [key=value, ...]); commas inside a value ([not,and]) stay."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not NAME.match(name) or SEEDED.search(name):
+        raise ValueError(f"--variant {text!r}: expected NAME=key=value[,key=value...] with a NAME of letters, "
+                         "digits, _ + . - that does not end like a seed (-s1)")
+    overrides = [part.strip() for part in NEXT_KEY.split(rest) if part.strip()]
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ValueError(f"--variant {text!r}: {bad[0]!r} is not key=value")
+    return name, overrides
+
+
+def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] | None]:
+    """Name -> overrides on top of the recipe (None: the untrained base), base first."""
+    chosen: dict[str, list[str] | None] = {BASE: None}
+    for name in names:
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)} "
+                             "(or add one with --variant NAME=key=value,...)")
+        chosen[name] = VARIANTS[name]
+    for text in extra:
+        name, overrides = parse_variant(text)
+        if name in chosen or name in VARIANTS:
+            raise ValueError(f"--variant {name}: that name is taken by scripts/ablation.py's variants; pick another")
+        chosen[name] = overrides
+    return chosen
+
+
+# ---------------------------------------------------------------- data sets
+
+
+@dataclass
+class DataSet:
+    name: str  # OUT/<name>/
+    spec: str | None  # the data= value; None: not here
+    reason: str = ""  # why it is skipped, or what was found
+    measures: list[str] = field(default_factory=list)  # compare.md's columns ([]: compare's headline)
+
+
+def nevir_source(given: str | None) -> tuple[str | None, str]:
+    from boolcl.data.nevir import FILE_NAMES
+
+    path = Path(given or os.environ.get("BOOLCL_NEVIR") or SHARED / "nevir")
+    if path.is_file() or (path.is_dir() and any((path / f).is_file() for f in FILE_NAMES)):
+        return str(path), f"NevIR test pairs from {path}"
+    return None, (f"no NevIR test split at {path} (a folder with {FILE_NAMES[0]}, or the file; "
+                  "give --nevir PATH or BOOLCL_NEVIR)")
+
+
+def birco_source(given: str | None) -> tuple[str | None, str]:
+    from boolcl.data.birco import TASKS, available_tasks
+
+    path = Path(given or os.environ.get("BOOLCL_BIRCO") or SHARED / "birco")
+    tasks = available_tasks(path, "test") if path.is_dir() else []
+    if not tasks:
+        return None, (f"no BIRCO test sets at {path} (<task>/test_set.pickle with a task of {', '.join(TASKS)}; "
+                      "give --birco PATH or BOOLCL_BIRCO)")
+    return str(path), f"BIRCO test tasks {', '.join(tasks)} from {path}"
+
+
+def unseen_set(out: Path) -> tuple[str, str]:
+    """The unseen-wordings set, written once (a rerun scores the very same questions)."""
+    import unseen_wordings
+
+    folder = out / "data" / "unseen"
+    if not (folder / "eval.jsonl").is_file():
+        partial = folder.with_name("unseen.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        written, skipped = unseen_wordings.build(partial)
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+        return str(folder), f"{written} held-out NOT questions reworded ({skipped} left out) -> {folder}"
+    return str(folder), f"unseen wordings from {folder} (written earlier)"
+
+
+def find_datasets(args, out: Path) -> list[DataSet]:
+    found = []
+    for name in args.only_data or DATASETS:
+        if name == "sample":
+            found.append(DataSet("sample", "sample", "the bundled sample's held-out clusters"))
+        elif name == "unseen":
+            found.append(DataSet("unseen", *unseen_set(out)))
+        elif name == "nevir":
+            path, why = nevir_source(args.nevir)
+            found.append(DataSet("nevir", path and f"nevir:{path}", why, ["PairedAcc", "Q1Acc", "Q2Acc"]))
+        else:
+            path, why = birco_source(args.birco)
+            found.append(DataSet("birco", path and f"birco:{path}", why, ["nDCG@10", "MRR@10"]))
+    return found
+
+
+# ---------------------------------------------------------------- training and evaluation
+
+
+def run_name(variant: str, seed: int | None) -> str:
+    return variant if seed is None else f"{variant}-s{seed}"
+
+
+def train_once(name: str, seed: int, overrides: list[str], extra: list[str], folder: Path, console) -> bool:
+    """Train (variant, seed) into `folder` unless its model is already there; True when it trained."""
+    record = {"recipe": RECIPE, "variant": name, "seed": seed, "overrides": overrides, "extra": extra}
+    recorded = folder / RUN_FILE
+    if (folder / "modules.json").is_file() and recorded.is_file():  # the final save publishes modules.json last
+        earlier = json.loads(recorded.read_text(encoding="utf-8"))
+        if earlier != record:
+            raise SystemExit(f"{folder} was trained with {earlier}, not {record}: remove it or use another --out")
+        return False
+    from boolcl.train.loop import train
+
+    console.rule(f"train {folder.name}")
+    t0 = time.perf_counter()
+    folder.mkdir(parents=True, exist_ok=True)
+    recorded.unlink(missing_ok=True)
+    train(run_config(overrides, extra, seed, folder))
+    recorded.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    console.print(f"{folder.name} trained: {time.perf_counter() - t0:.0f} s")
+    return True
+
+
+def evaluate_once(model: str, cfg, folder: Path, console) -> bool:
+    """Score `model` on cfg.data into folder/results.json unless it is there; True when it evaluated."""
+    from boolcl.evaluate.command import run_evaluate
+
+    if (folder / "results.json").is_file():
+        return False
+    console.rule(f"evaluate {folder.name} on {folder.parent.parent.name}")
+    run_evaluate(model, cfg, str(folder))  # results.json is written whole (atomic), run.trec after it
+    return True
+
+
+# ---------------------------------------------------------------- comparison and summary
+
+
+def compare(ds: DataSet, folders: list[str], baseline: str, out: Path, extra: list[str], console) -> dict:
+    from boolcl.config import compose
+    from boolcl.evaluate.compare import run_compare
+    from boolcl.evaluate.plot import plot_compare
+    from boolcl.evaluate.tables import markdown
+    from boolcl.files import atomic_write_text
+
+    cfg = compose([RECIPE, *extra, f"data={ds.spec}", f"compare.baseline={baseline}"])
+    payload = run_compare(folders, cfg, str(out), seeds=True, console=console)
+    measures = [m for m in ds.measures if m in payload["measures"]]
+    if measures:  # the data set's own measures, not compare's MRR/NegRecall default
+        atomic_write_text(Path(payload["files"]["md"]), markdown(payload, measures))
+        plot_compare(payload, payload["files"]["png"], measures)
+    return payload
+
+
+def seed_row(variant: str, seeds: list[int], done: set[str]) -> str | None:
+    """The row name compare gives (variant): the averaged row, or a single seed's own name."""
+    names = [run_name(variant, s) for s in seeds if run_name(variant, s) in done]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else f"{variant} ({len(names)} seeds)"
+
+
+def summary_columns(ds: DataSet, payload: dict) -> list[tuple[str, str, str]]:
+    """(measure, group, heading) of the summary's columns for one data set."""
+    k = payload["k"]
+    groups = payload["groups"]
+    sizes = payload["group_sizes"]
+    if ds.name == "nevir":
+        return [(m, "ALL", h) for m, h in (("PairedAcc", "paired accuracy ↑"), ("Q1Acc", "q1 side ↑"),
+                                              ("Q2Acc", "q2 side ↑")) if m in payload["measures"]]
+    if ds.name == "birco":
+        return [("nDCG@10", g, f"nDCG@10 {g.lower()} ↑") for g in groups if g != "ALL"
+                and "nDCG@10" in payload["measures"]]
+    if len(groups) == 2 and sizes[groups[0]] == sizes[groups[1]]:
+        groups = groups[1:]  # one question type (the unseen set: NOT only): ALL repeats it
+    return [(m, g, f"{m} {g} {'↓' if m.startswith('NegRecall') else '↑'}")
+            for m in (f"MRR@{k}", f"NegRecall@{k}") if m in payload["measures"] for g in groups]
+
+
+def summary_table(ds: DataSet, rows: list[tuple[str, str]], vs_base: dict, vs_paper: dict | None) -> str:
+    """Markdown: per variant the mean ± std of each headline measure, † / ‡: p < alpha vs base / paper."""
+    from boolcl.evaluate.tables import fmt_value
+
+    columns = summary_columns(ds, vs_base)
+    lines = ["| run | " + " | ".join(h for _, _, h in columns) + " |", "| --- |" + " ---: |" * len(columns)]
+    for label, row in rows:
+        cells = []
+        for measure, group, _ in columns:
+            cell = vs_base["cells"][row][measure][group]
+            text = fmt_value(cell)
+            if cell.get("significant"):
+                text += "†"
+            other = ((vs_paper or {}).get("cells", {}).get(row) or {}).get(measure, {}).get(group, {})
+            if other.get("significant"):
+                text += "‡"
+            cells.append(text)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    d = vs_base["data"]
+    what = f"{vs_base['questions']} {'pairs' if ds.name == 'nevir' else 'questions'}"
+    return f"**{ds.name}** ({d.get('name')}, {what})\n\n" + "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--out", default="results/generalisation")
+    ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
+                    help=f"variants of scripts/ablation.py to train (known: {', '.join(VARIANTS)}); base is always in")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",
+                    help="one more variant: overrides on top of recipe=not_plus_tiny (repeatable)")
+    ap.add_argument("--only-data", nargs="+", choices=DATASETS, help="evaluate on these data sets only")
+    ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
+    ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
+    ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
+    args = ap.parse_args(argv)
+    try:
+        variants = resolve_variants(args.variants, args.variant)
+    except ValueError as e:
+        ap.error(str(e))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from rich.console import Console
+
+    import boolcl.evaluate.benchmarks as benchmarks
+    from boolcl.config import compose
+
+    benchmarks.SHOW_PROGRESS = False
+    console = Console()
+    out = Path(args.out)
+    started = time.perf_counter()
+    datasets = find_datasets(args, out)
+    for ds in datasets:
+        console.print(f"[bold]{ds.name}[/]: " + (ds.reason if ds.spec else f"[yellow]skipped[/]: {ds.reason}"))
+    datasets = [ds for ds in datasets if ds.spec]
+
+    base_cfg = compose([RECIPE, *args.overrides])
+    trained = [v for v in variants if variants[v] is not None]
+    plan = [(BASE, None)] + [(v, s) for s in args.seeds for v in trained]  # seed by seed: a partial report covers all
+    counts = {"trained": 0, "evaluated": 0, "kept": 0}
+    for variant, seed in plan:
+        name = run_name(variant, seed)
+        folder = out / "runs" / name
+        overrides = variants[variant] or []
+        if variant == BASE:
+            model = str(base_cfg.model)
+            eval_over = [RECIPE, *args.overrides]  # the embedding cache serves the base model on reruns
+        else:
+            if train_once(variant, seed, overrides, args.overrides, folder, console):
+                counts["trained"] += 1
+                for ds in datasets:  # results of an earlier model in this folder are stale now
+                    shutil.rmtree(out / ds.name / "runs" / name, ignore_errors=True)
+            model = str(folder)
+            eval_over = [RECIPE, *overrides, *args.overrides, f"seed={seed}", "eval.cache=false"]
+        for ds in datasets:
+            t0 = time.perf_counter()
+            cfg = compose([*eval_over, f"data={ds.spec}"])
+            if evaluate_once(model, cfg, out / ds.name / "runs" / name, console):
+                counts["evaluated"] += 1
+                console.print(f"{name} on {ds.name}: {time.perf_counter() - t0:.0f} s")
+            else:
+                counts["kept"] += 1
+
+    sections, tables = [], []
+    for ds in datasets:
+        runs_dir = out / ds.name / "runs"
+        done = {p.name for p in runs_dir.iterdir() if (p / "results.json").is_file()} if runs_dir.is_dir() else set()
+        order = [run_name(v, s) for v in variants for s in ([None] if variants[v] is None else args.seeds)]
+        folders = [str(runs_dir / n) for n in order if n in done]  # base, then each variant's seeds together
+        if BASE not in done or len(folders) < 2:
+            console.print(f"[yellow]{ds.name}[/]: nothing to compare yet")
+            continue
+        console.rule(f"compare on {ds.name}")
+        t0 = time.perf_counter()
+        vs_base = compare(ds, folders, BASE, out / ds.name / "compare", args.overrides, console)
+        tables.append(vs_base["files"]["md"])
+        paper = seed_row(PAPER, args.seeds, done) if PAPER in variants else None
+        vs_paper = None
+        if paper is not None:
+            baseline = PAPER if paper.endswith("seeds)") else paper
+            vs_paper = compare(ds, folders, baseline, out / ds.name / "compare-vs-paper", args.overrides, console)
+            tables.append(vs_paper["files"]["md"])
+        rows = [(v, seed_row(v, args.seeds, done) if variants[v] is not None else BASE) for v in variants]
+        rows = [(label, row) for label, row in rows if row in vs_base["cells"]]
+        sections.append(summary_table(ds, rows, vs_base, vs_paper))
+        console.print(f"compared on {ds.name}: {time.perf_counter() - t0:.0f} s")
+
+    seeds = " ".join(str(s) for s in args.seeds)
+    head = [f"Generalisation report: `{RECIPE}` variants, seeds {seeds}; mean±std over seeds in percent. "
+            "† p < 0.05 against the base model, ‡ against the paper-style recipe (paper-not), paired "
+            "sign-flip randomization tests over questions (pairs for NevIR), not corrected for multiple "
+            "comparisons. The full tables (values, deltas, p-values): "
+            f"{out}/<data>/compare/compare.md and {out}/<data>/compare-vs-paper/compare.md.",
+            "", "Command: `python scripts/generalisation.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
+            ""]
+    summary = "\n".join(head + sections)
+    (out / "summary.md").parent.mkdir(parents=True, exist_ok=True)
+    from boolcl.files import atomic_write_text
+
+    atomic_write_text(out / "summary.md", summary)
+    console.print(summary, markup=False, highlight=False)
+    console.print(f"tables: {'  '.join(tables)}")
+    console.print(f"summary: {out / 'summary.md'}  ({counts['trained']} trained, {counts['evaluated']} evaluated, "
+                  f"{counts['kept']} evaluations kept; {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""scripts/generalisation.py end to end on a tiny model: every variant trained once, scored on each
+data set (the sample, a NevIR-like and a BIRCO-like set written here), compare tables whose figures
+are the runs' own, a summary, a rerun that trains and scores nothing, an absent set skipped."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "generalisation.py"
+
+PAIRS = [  # doc1 answers q1, doc2 answers q2
+    {"id": "n1", "q1": "Which bird can fly?", "doc1": "The sparrow is a bird that can fly.",
+     "q2": "Which bird cannot fly?", "doc2": "The penguin is a bird that cannot fly."},
+    {"id": "n2", "q1": "Who won the race?", "doc1": "Anna won the race on Sunday.",
+     "q2": "Who did not win the race?", "doc2": "Anna did not win the race on Sunday."},
+    {"id": "n3", "q1": "Which metal does not rust?", "doc1": "Gold is a metal that does not rust.",
+     "q2": "Which metal rusts?", "doc2": "Iron is a metal that rusts in damp air."},
+]
+
+
+def script_module():
+    spec = importlib.util.spec_from_file_location("generalisation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_birco(root: Path) -> Path:
+    """One task (wtb) in the release layout: three queries, graded pools over eight passages."""
+    corpus = {f"c{i}": f"a book about {'a dragon and a girl' if i % 2 else 'a whale and a ship'}, part {i}"
+              for i in range(1, 9)}
+    data = {"query": {"q1": "A novel about a whale hunt.", "q2": "A story of a girl and her dragon.",
+                      "q3": "A sea voyage book."},
+            "corpus": corpus,
+            "qrel": {"q1": {"c2": 1, "c4": 0, "c1": 0, "c3": 0}, "q2": {"c1": 1, "c3": 1, "c2": 0},
+                     "q3": {"c6": 1, "c8": 0, "c5": 0, "c7": 0}}}
+    (root / "wtb").mkdir(parents=True)
+    (root / "wtb" / "test_set.pickle").write_bytes(pickle.dumps(data, protocol=4))
+    return root
+
+
+def test_variant_option_parses_overrides_with_commas_in_values():
+    g = script_module()
+    name, overrides = g.parse_variant("wide=train.operators=[not,and],train.scope.weight=0, train.lr=1e-4")
+    assert name == "wide"
+    assert overrides == ["train.operators=[not,and]", "train.scope.weight=0", "train.lr=1e-4"]
+    chosen = g.resolve_variants(["paper-not", "not_plus"], ["wide=train.scope.weight=0"])
+    assert list(chosen) == ["base", "paper-not", "not_plus", "wide"] and chosen["base"] is None
+    assert chosen["not_plus"] == [] and chosen["wide"] == ["train.scope.weight=0"]
+    for bad in ("nothing", "x-s2=train.lr=1", "not_plus=train.lr=1", "y=train.lr"):
+        with pytest.raises(ValueError):
+            g.resolve_variants([], [bad])
+    with pytest.raises(ValueError, match="unknown variant"):
+        g.resolve_variants(["no-such-variant"], [])
+
+
+def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):
+    g = script_module()
+    spec, why = g.unseen_set(tmp_path)
+    rows = (tmp_path / "data" / "unseen" / "eval.jsonl").read_text().splitlines()
+    assert spec == str(tmp_path / "data" / "unseen") and len(rows) > 100 and "reworded" in why
+    assert (tmp_path / "data" / "unseen" / "corpus.jsonl").is_file()
+    (tmp_path / "data" / "unseen" / "eval.jsonl").write_text(rows[0] + "\n")
+    assert g.unseen_set(tmp_path)[0] == spec and len((Path(spec) / "eval.jsonl").read_text().splitlines()) == 1
+    assert g.nevir_source(str(tmp_path / "nowhere"))[0] is None
+    assert g.birco_source(str(tmp_path))[0] is None and "test_set.pickle" in g.birco_source(str(tmp_path))[1]
+    write_birco(tmp_path / "birco")
+    assert g.birco_source(str(tmp_path / "birco")) == (str(tmp_path / "birco"),
+                                                        f"BIRCO test tasks wtb from {tmp_path / 'birco'}")
+
+
+def test_a_run_folder_trained_otherwise_is_refused(tmp_path):
+    g = script_module()
+    folder = tmp_path / "not_plus-s1"
+    folder.mkdir()
+    (folder / "modules.json").write_text("[]")
+    (folder / g.RUN_FILE).write_text(json.dumps({"recipe": g.RECIPE, "variant": "not_plus", "seed": 1,
+                                                  "overrides": [], "extra": ["train.max_steps=1"]}))
+    assert g.train_once("not_plus", 1, [], ["train.max_steps=1"], folder, None) is False  # the same: kept
+    with pytest.raises(SystemExit, match="remove it or use another --out"):
+        g.train_once("not_plus", 1, [], ["train.max_steps=2"], folder, None)
+
+
+def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_model_dir, tmp_path):
+    """Two trained variants (paper-not and one given with --variant), one seed, one step each."""
+    out = tmp_path / "report"
+    nevir = tmp_path / "nevir.json"
+    birco = write_birco(tmp_path / "birco")
+    cmd = [sys.executable, str(SCRIPT), "--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
+           "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
+           "train.scope.weight=0", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
+           "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
+    env = {**os.environ, "BOOLCL_NEVIR": str(tmp_path / "elsewhere")}  # --nevir wins over the variable
+
+    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    text = " ".join(first.stdout.split())
+    assert f"nevir: skipped: no NevIR test split at {nevir}" in text  # absent: skipped, saying why
+    assert not (out / "nevir").exists()
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["lean-s1", "paper-not-s1"]
+    recorded = json.loads((out / "runs" / "lean-s1" / "variant.json").read_text())
+    assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0", "train.scope.weight=0"]
+
+    for data in ("sample", "birco"):
+        runs = sorted(p.name for p in (out / data / "runs").iterdir())
+        assert runs == ["base", "lean-s1", "paper-not-s1"]
+        vs_base = json.loads((out / data / "compare" / "compare.json").read_text())
+        vs_paper = json.loads((out / data / "compare-vs-paper" / "compare.json").read_text())
+        assert vs_base["baseline"] == "base" and vs_paper["baseline"] == "paper-not-s1"  # one seed: its own name
+        assert list(vs_base["cells"]) == ["base", "paper-not-s1", "lean-s1"]
+        assert (out / data / "compare" / "compare.md").is_file() and (out / data / "compare-vs-paper" / "compare.md").is_file()
+        checked = 0
+        for run in runs:  # the tables' figures are the runs' own
+            results = json.loads((out / data / "runs" / run / "results.json").read_text())
+            for measure, groups in results["metrics"].items():
+                for group, cell in groups.items():
+                    if cell["value"] is not None and measure in vs_base["measures"]:
+                        for payload in (vs_base, vs_paper):
+                            assert payload["cells"][run][measure][group]["value"] == pytest.approx(100 * cell["value"])
+                            checked += 1
+        assert checked >= 3 * 2 * (8 if data == "sample" else 4)
+    birco_md = (out / "birco" / "compare" / "compare.md").read_text()
+    assert "nDCG@10 WTB" in birco_md  # BIRCO's table shows nDCG@10, not MRR/NegRecall alone
+    birco_base = json.loads((out / "birco" / "runs" / "base" / "results.json").read_text())
+    summary = (out / "summary.md").read_text()
+    assert "**sample**" in summary and "**birco**" in summary and "**nevir**" not in summary
+    assert f"| base | {100 * birco_base['metrics']['nDCG@10']['WTB']['value']:.2f} |" in summary
+    lean = json.loads((out / "sample" / "runs" / "lean-s1" / "results.json").read_text())
+    assert f"{100 * lean['metrics']['NegRecall@10']['NOT']['value']:.2f}" in summary.split("| lean |")[1].split("\n")[0]
+
+    # the data set now present: nothing trained again, the finished evaluations kept, only NevIR scored
+    nevir.write_text(json.dumps(PAIRS), encoding="utf-8")
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*/results.json")}
+    assert len(stamps) == 6
+    model_stamp = (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns
+    second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "train lean" not in second.stdout and "training" not in second.stdout
+    assert (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns == model_stamp
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+    assert "0 trained, 3 evaluated, 6 evaluations kept" in " ".join(second.stdout.split())
+    nevir_base = json.loads((out / "nevir" / "compare" / "compare.json").read_text())
+    for run in ("base", "paper-not-s1", "lean-s1"):
+        results = json.loads((out / "nevir" / "runs" / run / "results.json").read_text())
+        assert nevir_base["cells"][run]["PairedAcc"]["ALL"]["value"] == pytest.approx(
+            100 * results["metrics"]["PairedAcc"]["ALL"]["value"])
+    assert "paired accuracy" in (out / "summary.md").read_text()
