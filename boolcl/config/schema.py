@@ -101,6 +101,11 @@ class TrainCfg:
     keep_last: int = 2
     resume: Any = False  # false | true (latest checkpoint in out=) | path to a checkpoint-N folder
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # accelerate trackers; [] for none
+    # scores while training (train/periodic_eval.py): MRR and NegRecall per type in train_log.jsonl and the trackers
+    eval_every: int = 0  # score the model every N optimiser steps and after the last; 0: off
+    eval_data: Any = None  # a data= spec, or a list of them; None: the run's `data`
+    eval_max_corpus: Optional[int] = None  # a dev slice: labelled passages + a seeded sample of the rest; None: all
+    keep_best: Optional[str] = None  # keep <run>/best/, the model that scored best by this, e.g. MRR@10/NOT
     exclusion: ExclusionCfg = field(default_factory=ExclusionCfg)  # NOT-aware additions (recipe=not_plus)
     pairs: PairsCfg = field(default_factory=PairsCfg)
     retention: RetentionCfg = field(default_factory=RetentionCfg)

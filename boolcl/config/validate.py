@@ -90,6 +90,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.eval.k < 1:
         raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
     check_counts(cfg)
+    check_periodic_eval(cfg)
     check_generate(cfg)
     check_compare(cfg.compare)
     check_decompose(cfg.decompose)
@@ -126,6 +127,46 @@ def check_counts(cfg: DictConfig) -> None:
         ("llm.price_input", cfg.llm.price_input >= 0, ">= 0"),
         ("llm.price_output", cfg.llm.price_output >= 0, ">= 0"),
     ])
+
+
+BEST_MEASURES = ("MRR", "NegRecall")  # what train.keep_best can follow; NegRecall: lower is better
+BEST_GROUPS = ("ALL", "AND", "OR", "NOT", "SIMPLE")  # SIMPLE: msmarco-dev's questions
+
+
+def keep_best_names(k: int) -> list[str]:
+    return [f"{m}@{k}/{g}" for m in BEST_MEASURES for g in BEST_GROUPS]
+
+
+def parse_keep_best(value: str, k: int) -> tuple[str | None, str]:
+    """`train.keep_best` as (eval set name or None for the first set, results.json headline key),
+    e.g. "NegRecall@10/NOT" -> (None, "NegRecall@10/NOT"), "sample/MRR@10/ALL" -> ("sample", "MRR@10/ALL")."""
+    parts = str(value).split("/")
+    metric = "/".join(parts[-2:])
+    name = parts[0] if len(parts) == 3 and parts[0] else None
+    if len(parts) not in (2, 3) or (len(parts) == 3 and name is None) or metric not in keep_best_names(k):
+        raise ConfigError(f"train.keep_best={value!r} is not a measure boolcl scores while training; use one of "
+                          f"{', '.join(keep_best_names(k))} (MEASURE@eval.k/TYPE, as in results.json's headline; "
+                          f"NegRecall is lower-is-better), optionally after an eval set's name, e.g. "
+                          f"sample/MRR@{k}/NOT, when train.eval_data lists several")
+    return name, metric
+
+
+def check_periodic_eval(cfg: DictConfig) -> None:
+    """train.eval_every / eval_data / eval_max_corpus / keep_best (train/periodic_eval.py)."""
+    t = cfg.train
+    _apply(cfg, [
+        ("train.eval_every", t.eval_every >= 0, ">= 0 (0: no scores while training)"),
+        ("train.eval_max_corpus", t.eval_max_corpus is None or t.eval_max_corpus >= 1,
+         ">= 1 or null (the whole corpus)"),
+    ])
+    specs = OmegaConf.to_container(t.eval_data) if OmegaConf.is_list(t.eval_data) else [t.eval_data]
+    if t.eval_data is not None and (not specs or not all(isinstance(s, str) and s.strip() for s in specs)):
+        raise ConfigError(f"train.eval_data={specs if OmegaConf.is_list(t.eval_data) else t.eval_data!r} must be "
+                          f"a data= spec, a non-empty list of them, or null (the run's data)")
+    if t.keep_best is not None:
+        parse_keep_best(t.keep_best, cfg.eval.k)
+        if not t.eval_every:
+            raise ConfigError(f"train.keep_best={t.keep_best} needs scores while training: set train.eval_every > 0")
 
 
 def check_decompose(d) -> None:

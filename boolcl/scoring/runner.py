@@ -72,17 +72,8 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
     q_emb = encode(model, [q.question for q in rset.questions], batch_size=batch_size, prompt=q_prompt,
                    desc="questions", show_progress=show_progress)
     t2 = time.perf_counter()
-    if similarity == "cosine":
-        p_emb, q_emb = normalize(p_emb), normalize(q_emb)
-    elif similarity != "dot":
-        raise ValueError(f"similarity {similarity!r} is not supported for search (use dot or cosine)")
-    depth = max(k, RUN_DEPTH)
-    scores, idx = search(q_emb, p_emb, depth)
+    run = ranked_run(rset, q_emb, p_emb, similarity=similarity, k=k)
     t3 = time.perf_counter()
-
-    ids = rset.corpus.ids
-    run = {q.qid: metrics.rank((ids[j], float(s)) for s, j in zip(scores[i], idx[i]) if j >= 0)
-           for i, q in enumerate(rset.questions)}
     settings = {"k": k, "batch_size": batch_size, "similarity": similarity,
                 "query_prompt": q_prompt, "passage_prompt": p_prompt,
                 "max_seq_length": model.max_seq_length, "precision": state["precision"],
@@ -90,6 +81,20 @@ def evaluate_model(model, rset: RetrievalSet, *, k: int = 10, batch_size: int = 
     timings = {"encode_passages_s": t1 - t0, "encode_questions_s": t2 - t1, "search_s": t3 - t2,
                "passages_per_s": len(rset.corpus) / max(t1 - t0, 1e-9)}
     return score_run(rset, run, k=k, settings=settings, timings=timings)
+
+
+def ranked_run(rset: RetrievalSet, q_emb, p_emb, *, similarity: str, k: int = 10) -> dict:
+    """Exact search of every question's embedding over the corpus's: `{qid: [(docid, score), ...]}`,
+    the top max(k, RUN_DEPTH) best first. The one search step of `evaluate_model` and of the
+    scores taken during training (train/periodic_eval.py), so the two give the same numbers."""
+    if similarity == "cosine":
+        p_emb, q_emb = normalize(p_emb), normalize(q_emb)
+    elif similarity != "dot":
+        raise ValueError(f"similarity {similarity!r} is not supported for search (use dot or cosine)")
+    scores, idx = search(q_emb, p_emb, max(k, RUN_DEPTH))
+    ids = rset.corpus.ids
+    return {q.qid: metrics.rank((ids[j], float(s)) for s, j in zip(scores[i], idx[i]) if j >= 0)
+            for i, q in enumerate(rset.questions)}
 
 
 def score_run(rset: RetrievalSet, run: dict, *, k: int = 10, settings: dict | None = None,

@@ -45,6 +45,9 @@ RESUME_FILE = "resume.json"  # format, Accelerate's step, scheduler and scaler s
 MODEL_STATE = "model.safetensors"  # the training model as it is (LoRA adapters unmerged, scope head)
 OPTIMIZER_STATE = "optimizer.pt"
 FINAL_TMP = ".final-tmp"
+BEST_DIR = "best"  # train.keep_best: the best-scoring model so far, a whole model folder
+BEST_TMP = ".best-tmp"
+BEST_FILE = "best.json"  # in best/: the measure, its value and the step it was reached at
 MODULES_FILE = "modules.json"  # moved into the run folder last: its presence means a whole model
 CARD_SLACK = 16 << 20  # tokenizer, configs and card next to the weights, generously
 
@@ -229,6 +232,23 @@ def save_final(accelerator, model, run_dir: Path) -> None:
         if accelerator.is_main_process:
             publish(staged, run_dir)
     accelerator.wait_for_everyone()
+
+
+def save_best(accelerator, model, run_dir: Path, record: dict) -> Path:
+    """`<run>/best/` (train.keep_best): the model as it is now, staged in `<run>/.best-tmp/` with
+    `best.json` (`record`) beside the weights and published like the final model, so best/ is
+    either the previous best or the new one, never a mix that loads."""
+    staged, dest = run_dir / BEST_TMP, run_dir / BEST_DIR
+    if accelerator.is_main_process and staged.exists():
+        shutil.rmtree(staged)
+    with removed_if_disk_full(staged, run_dir, f"saving the best model so far into {dest}", "it was not kept; "):
+        save_model(accelerator, model, staged, run_dir=run_dir, step=record["step"])
+        if accelerator.is_main_process:
+            atomic_write_text(staged / BEST_FILE, json.dumps(record, indent=2) + "\n")
+            dest.mkdir(exist_ok=True)
+            publish(staged, dest)
+    accelerator.wait_for_everyone()
+    return dest
 
 
 # ---------------------------------------------------------------- training state, no pickles

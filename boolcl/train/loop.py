@@ -37,6 +37,7 @@ from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.objective import Objective, frozen_copy
+from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
 
 # ---------------------------------------------------------------- set-up helpers
@@ -227,13 +228,16 @@ class Meter:
         self.seen += batch.n_queries * self.accelerator.num_processes
         self.tokens += batch.n_tokens * self.accelerator.num_processes
 
-    def write(self, step: int, epoch: int, loss: torch.Tensor, parts: dict, lr: float, grad_norm) -> None:
+    def write(self, step: int, epoch: int, loss: torch.Tensor, parts: dict, lr: float, grad_norm,
+              scores: dict) -> None:
+        self.start += scores.get("eval_s", 0.0)  # time spent scoring is not training time
         elapsed = time.perf_counter() - self.start
         record = {"step": step, "epoch": epoch, "loss": self.accelerator.reduce(loss.detach(), "mean").item(),
                   "lr": lr, "grad_norm": float(grad_norm),
                   "triples_per_s": self.seen / elapsed, "elapsed_s": elapsed, "tokens": self.tokens}
         if len(parts) > 1:  # each term of the objective on its own (this process's last batch)
             record |= {f"loss_{k}": v.item() for k, v in parts.items()}
+        record |= scores  # eval/<set>/<MEASURE@k>/<TYPE> and eval_s at the steps train.eval_every scores
         self.log.write(record)
         self.accelerator.log({k: v for k, v in record.items() if k != "step"}, step=step)
         self.bar.set_postfix(loss=f"{record['loss']:.4f}")
@@ -254,6 +258,7 @@ def train(cfg: DictConfig) -> Path:
 
     # Set-up. Everything that can fail cheaply fails here, before any compute.
     local_batch = per_device_batch(cfg, accelerator.num_processes)
+    scorer = PeriodicEval(cfg, accelerator, run_dir, resume_from)  # train.eval_every: its sets are read here
     model, teacher = build_model(cfg)
     check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
                    checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
@@ -320,11 +325,13 @@ def train(cfg: DictConfig) -> Path:
                 continue
             step += 1
             bar.update(1)
-            if step % t.log_every == 0 or step == plan.total_steps:
-                meter.write(step, epoch, loss, parts, scheduler.get_last_lr()[0], grad_norm)
+            scores = scorer.maybe_score(model, step, epoch, plan.total_steps)  # {} but every train.eval_every steps
+            if step % t.log_every == 0 or step == plan.total_steps or scores:
+                meter.write(step, epoch, loss, parts, scheduler.get_last_lr()[0], grad_norm, scores)
             if t.save_every and step % t.save_every == 0 and step < plan.total_steps:
                 checkpoint.save_checkpoint(accelerator, model, optimizer, scheduler, run_dir,
-                                           position_after(step, epoch, micro, plan), keep_last=t.keep_last)
+                                           position_after(step, epoch, micro, plan) | scorer.state(),
+                                           keep_last=t.keep_last)
             if step >= plan.total_steps:
                 break
         if step >= plan.total_steps:
