@@ -257,7 +257,8 @@ def summary_table(ds: DataSet, rows: list[tuple[str, str]], vs_base: dict, vs_pa
 # ---------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, list[str] | None]]:
+    """The options, and the variants they name (base first)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--out", default="results/generalisation")
@@ -265,15 +266,29 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"variants of scripts/ablation.py to train (known: {', '.join(VARIANTS)}); base is always in")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",
                     help="one more variant: overrides on top of recipe=not_plus_tiny (repeatable)")
-    ap.add_argument("--only-data", nargs="+", choices=DATASETS, help="evaluate on these data sets only")
+    ap.add_argument("--only-data", nargs="+", metavar="DATA", help=f"evaluate on these only ({', '.join(DATASETS)})")
     ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
     args = ap.parse_args(argv)
+    for key in ("variants", "only_data"):  # key=value after a list option belongs to the overrides
+        values = getattr(args, key) or []
+        args.overrides += [v for v in values if "=" in v]
+        setattr(args, key, [v for v in values if "=" not in v] or (None if key == "only_data" else []))
+    given = sys.argv[1:] if argv is None else list(argv)
+    args.overrides.sort(key=lambda o: given.index(o) if o in given else len(given))  # as typed: later wins
+    unknown = sorted(set(args.only_data or []) - set(DATASETS))
+    if unknown:
+        ap.error(f"--only-data: unknown {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     try:
         variants = resolve_variants(args.variants, args.variant)
     except ValueError as e:
         ap.error(str(e))
+    return args, variants
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, variants = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from rich.console import Console
@@ -343,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = " ".join(str(s) for s in args.seeds)
     head = [f"Generalisation report: `{RECIPE}` variants, seeds {seeds}; mean±std over seeds in percent. "
-            "† p < 0.05 against the base model, ‡ against the paper-style recipe (paper-not), paired "
+            f"† p < {base_cfg.compare.alpha:g} against the base model, ‡ against the paper-style recipe "
+            "(paper-not), paired "
             "sign-flip randomization tests over questions (pairs for NevIR), not corrected for multiple "
             "comparisons. The full tables (values, deltas, p-values): "
             f"{out}/<data>/compare/compare.md and {out}/<data>/compare-vs-paper/compare.md.",

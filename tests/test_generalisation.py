@@ -61,6 +61,11 @@ def test_variant_option_parses_overrides_with_commas_in_values():
             g.resolve_variants([], [bad])
     with pytest.raises(ValueError, match="unknown variant"):
         g.resolve_variants(["no-such-variant"], [])
+    # key=value after a list option is an override, not a variant or a data set
+    args, variants = g.parse_args(["--only-data", "sample", "birco", "train.max_steps=2", "--variants", "not_plus",
+                                   "train.lr=1e-4"])
+    assert args.only_data == ["sample", "birco"] and list(variants) == ["base", "not_plus"]
+    assert args.overrides == ["train.max_steps=2", "train.lr=1e-4"] and args.seeds == [1, 2, 3]
 
 
 def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):
@@ -117,7 +122,7 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
         vs_paper = json.loads((out / data / "compare-vs-paper" / "compare.json").read_text())
         assert vs_base["baseline"] == "base" and vs_paper["baseline"] == "paper-not-s1"  # one seed: its own name
         assert list(vs_base["cells"]) == ["base", "paper-not-s1", "lean-s1"]
-        assert (out / data / "compare" / "compare.md").is_file() and (out / data / "compare-vs-paper" / "compare.md").is_file()
+        assert all((out / data / folder / "compare.md").is_file() for folder in ("compare", "compare-vs-paper"))
         checked = 0
         for run in runs:  # the tables' figures are the runs' own
             results = json.loads((out / data / "runs" / run / "results.json").read_text())
