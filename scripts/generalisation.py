@@ -155,14 +155,35 @@ def run_name(variant: str, seed: int | None) -> str:
     return variant if seed is None else f"{variant}-s{seed}"
 
 
+def code_version() -> str | None:
+    """The checkout's commit, `+dirty` when tracked files differ from it; None outside git."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def train_once(name: str, seed: int, overrides: list[str], extra: list[str], folder: Path, console) -> bool:
     """Train (variant, seed) into `folder` unless its model is already there; True when it trained."""
     record = {"recipe": RECIPE, "variant": name, "seed": seed, "overrides": overrides, "extra": extra}
     recorded = folder / RUN_FILE
+    code = code_version()
     if (folder / "modules.json").is_file() and recorded.is_file():  # the final save publishes modules.json last
         earlier = json.loads(recorded.read_text(encoding="utf-8"))
+        then = earlier.pop("code", None)
         if earlier != record:
             raise SystemExit(f"{folder} was trained with {earlier}, not {record}: remove it or use another --out")
+        if then != code and console is not None:  # a resumed report after a commit: say so, keep the run
+            console.print(f"[yellow]note[/]: {folder.name} was trained at {then}, the code is now at {code}; "
+                          "remove the folder to train it again")
         return False
     from boolcl.train.loop import train
 
@@ -171,7 +192,7 @@ def train_once(name: str, seed: int, overrides: list[str], extra: list[str], fol
     folder.mkdir(parents=True, exist_ok=True)
     recorded.unlink(missing_ok=True)
     train(run_config(overrides, extra, seed, folder))
-    recorded.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    recorded.write_text(json.dumps(record | {"code": code}, indent=2) + "\n", encoding="utf-8")
     console.print(f"{folder.name} trained: {time.perf_counter() - t0:.0f} s")
     return True
 

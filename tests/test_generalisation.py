@@ -4,6 +4,7 @@ are the runs' own, a summary, a rerun that trains and scores nothing, an absent 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import pickle
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from rich.console import Console
 
 SCRIPT = ROOT / "scripts" / "generalisation.py"
 
@@ -90,7 +92,9 @@ def test_a_run_folder_trained_otherwise_is_refused(tmp_path):
     (folder / "modules.json").write_text("[]")
     (folder / g.RUN_FILE).write_text(json.dumps({"recipe": g.RECIPE, "variant": "not_plus", "seed": 1,
                                                   "overrides": [], "extra": ["train.max_steps=1"]}))
-    assert g.train_once("not_plus", 1, [], ["train.max_steps=1"], folder, None) is False  # the same: kept
+    said = io.StringIO()
+    assert g.train_once("not_plus", 1, [], ["train.max_steps=1"], folder, Console(file=said)) is False  # kept
+    assert "was trained at None" in said.getvalue()  # another commit (here: none recorded) is named, not refused
     with pytest.raises(SystemExit, match="remove it or use another --out"):
         g.train_once("not_plus", 1, [], ["train.max_steps=2"], folder, None)
 
