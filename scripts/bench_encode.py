@@ -2,6 +2,13 @@
 
     python scripts/bench_encode.py                  # CPU: a small corpus
     python scripts/bench_encode.py --passages 200000 --batch 512    # GPU
+    python scripts/bench_encode.py --backend onnx   # CPU: boolcl's torch path vs eval.backend=onnx (fp32, int8)
+
+The default compares with SentenceTransformer.encode (DistilBERT-base, random weights). With
+--backend onnx it times boolcl's encoder on one model (default: the packaged MiniLM) with the
+transformer in torch and in ONNX Runtime, fp32 and int8, in one process on the same passages,
+in interleaved rounds (median passages/s per path), and prints each one's ratio to torch and the
+lowest cosine between its embeddings and torch's.
 
 Also times exact top-10 search for 1,000 queries and, on a GPU, projects a full MS MARCO
 evaluation (8.8M passages: encode + index + search) from the measured rates.
@@ -28,7 +35,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: 512 GPU, 64 CPU")
     ap.add_argument("--tokenizer", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--backend", choices=["stock", "onnx"], default="stock",
+                    help="stock: vs SentenceTransformer.encode; onnx: torch vs eval.backend=onnx")
+    ap.add_argument("--model", default="offline-default", help="--backend onnx: the model (default: packaged MiniLM)")
+    ap.add_argument("--quantize", default="none,int8", help="--backend onnx: eval.onnx_quantize values to time")
+    ap.add_argument("--rounds", type=int, default=3, help="--backend onnx: interleaved timing rounds")
+    ap.add_argument("--corpus", choices=["synthetic", "sample"], default="synthetic",
+                    help="--backend onnx: synthetic 63-token passages, or the bundled sample's passages")
     args = ap.parse_args()
+    if args.backend == "onnx":
+        return onnx_main(args)
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
@@ -89,6 +105,57 @@ def main() -> None:
     print(json.dumps(res, indent=2))
     print(f"\nSentenceTransformer.encode {res['stock_passages_per_s']:.0f}/s | boolcl {res['boolcl_passages_per_s']:.0f}/s "
           f"| ratio {res['ratio']:.2f}x | search 1000 queries {res['search_1000q_s']:.3f}s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+def onnx_main(args) -> None:
+    """boolcl's encoder with the transformer in torch and in ONNX Runtime: same model, passages, batch, cores."""
+    import statistics
+
+    import numpy as np
+    import torch
+
+    from boolcl.retrieval.encode import encode
+    from boolcl.retrieval.models import load_model, packaged_model_dir
+    from boolcl.retrieval.onnx_backend import use_onnx
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    n, batch = args.passages or 1000, args.batch or 64
+    if args.corpus == "sample":
+        from boolcl.data.loaders import load_retrieval_set
+
+        texts = load_retrieval_set("sample").corpus.texts
+        texts = (texts * (n // len(texts) + 1))[:n]
+    else:
+        rows = bc.triples(n // 2 + 1, bc.words(args.tokenizer or str(packaged_model_dir())))
+        texts = [t for _, p, q in rows for t in (p, q)][:n]
+    paths = {"torch": load_model(args.model, device="cpu")}
+    res = {"device": "cpu", "threads": torch.get_num_threads(), "model": args.model, "passages": n, "batch": batch,
+           "corpus": args.corpus, "export_s": {}}
+    for q in [q for q in args.quantize.split(",") if q]:
+        t = time.perf_counter()
+        paths[f"onnx-{q}"] = use_onnx(load_model(args.model, device="cpu"), q)
+        res["export_s"][f"onnx-{q}"] = time.perf_counter() - t  # load + export (or cached export) + session
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    emb = {}
+    for name, model in paths.items():  # warm-up
+        encode(model, texts[: batch * 2], batch_size=batch, show_progress=False)
+    for _ in range(args.rounds):
+        for name, model in paths.items():
+            t = time.perf_counter()
+            emb[name] = encode(model, texts, batch_size=batch, show_progress=False)
+            rates[name].append(n / (time.perf_counter() - t))
+    ref = emb["torch"]
+    res["rounds_passages_per_s"] = {k: [round(r, 1) for r in v] for k, v in rates.items()}
+    res["passages_per_s"] = {k: statistics.median(v) for k, v in rates.items()}
+    res["ratio_to_torch"] = {k: v / res["passages_per_s"]["torch"] for k, v in res["passages_per_s"].items()}
+    res["min_cosine_to_torch"] = {
+        k: float(((e * ref).sum(1) / (np.linalg.norm(e, axis=1) * np.linalg.norm(ref, axis=1))).min())
+        for k, e in emb.items()}
+    print(json.dumps(res, indent=2))
+    print("\n" + " | ".join(f"{k} {res['passages_per_s'][k]:.0f}/s ({res['ratio_to_torch'][k]:.2f}x, "
+                             f"min cos {res['min_cosine_to_torch'][k]:.4f})" for k in paths))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
 

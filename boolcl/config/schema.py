@@ -125,6 +125,8 @@ class EvalCfg:
     max_corpus: Optional[int] = None  # keep labelled passages + a seeded random sample of the rest (quick runs)
     query_prompt: Optional[str] = None
     passage_prompt: Optional[str] = None
+    backend: str = "torch"  # torch | onnx (the transformer in ONNX Runtime on the CPU; pip install 'boolcl[onnx]')
+    onnx_quantize: str = "none"  # with backend=onnx: none (fp32, the torch path's metrics) | int8 (faster, approximate)
 
 
 @dataclass

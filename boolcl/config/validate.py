@@ -5,6 +5,7 @@ run never fails halfway on a setting it could have refused at the start.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +20,8 @@ VALID = {
     "generate.grouping": {"auto", "cluster", "page", "prefix"},
     "generate.filter": {"strict", "positives", "off"},
     "compare.test": {"randomization", "bootstrap"},
+    "eval.backend": {"torch", "onnx"},
+    "eval.onnx_quantize": {"none", "int8"},
 }
 OPERATORS = {"and", "or", "not"}
 
@@ -89,11 +92,22 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if cfg.eval.k < 1:
         raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
+    check_eval_backend(cfg)
     check_counts(cfg)
     check_periodic_eval(cfg)
     check_generate(cfg)
     check_compare(cfg.compare)
     check_decompose(cfg.decompose)
+
+
+def check_eval_backend(cfg: DictConfig) -> None:
+    """eval.backend=onnx needs the optional extra: say so before any data or model loads."""
+    if cfg.eval.backend != "onnx":
+        return
+    missing = [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"eval.backend=onnx needs {' and '.join(missing)}, not installed here: "
+                          f"pip install 'boolcl[onnx]' (or use eval.backend=torch)")
 
 
 def _apply(cfg: DictConfig, rules: list[tuple[str, bool, str]]) -> None:

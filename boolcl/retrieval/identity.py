@@ -3,7 +3,8 @@
 Two encoders with the same weights still give different vectors when their tokenizer
 differs (vocabulary, lowercasing, added tokens), when a module is set differently (mean
 versus CLS pooling, a Normalize added or removed, the scope head's `drop`), or when the
-prompt, the max length, the similarity or the precision of the encoding differ. The cache
+prompt, the max length, the similarity, the precision of the encoding or the backend that runs
+the transformer (torch or ONNX Runtime, fp32 or int8) differ. The cache
 key and results.json both take their model part from `embedding_identity`, so a cache entry
 is only ever read by an encoder that would have written the same vectors, and two runs
 that read different vectors never show the same identity.
@@ -65,7 +66,11 @@ def _module_state(name: str, module) -> dict:
 
 
 def precision_of(model) -> str:
-    """The precision `encode` runs `model` in: its autocast dtype, or 'none' (full precision)."""
+    """The precision `encode` runs `model` in: its autocast dtype, or 'none' (full precision);
+    under eval.backend=onnx, the export's quantisation ('int8') or 'none'."""
+    backend = getattr(model, "boolcl_backend", None)
+    if backend:
+        return str(backend.get("quantize", "none"))
     dtype = autocast_dtype(model.device)
     return "none" if dtype is None else str(dtype).removeprefix("torch.")
 
@@ -79,6 +84,9 @@ def encoder_state(model, *, model_fp: str | None = None, precision: str | None =
             "max_seq_length": model.max_seq_length,
             "similarity": model.similarity_fn_name or "cosine",
             "precision": precision if precision is not None else precision_of(model)}
+    backend = getattr(model, "boolcl_backend", None)
+    if backend:  # eval.backend=onnx (torch, the default, adds nothing: its keys stay what they were)
+        state["backend"] = dict(backend)
     return json.loads(json.dumps(state, sort_keys=True, default=str))  # plain JSON: meta.json records it
 
 

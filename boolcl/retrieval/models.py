@@ -230,16 +230,27 @@ def set_encoder(model, module) -> None:
     setattr(first, "model" if "model" in dict(first.named_children()) else "auto_model", module)
 
 
-def fingerprint(model) -> str:
-    """A short hash of all weights and the settings that change embeddings (cache keys, results)."""
+def hash_weights(state_dict: dict):
+    """A blake2b hash (still open for more) of every tensor's name, dtype, shape and bytes, in name order."""
     import torch
 
     h = hashlib.blake2b(digest_size=16)
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, tensor in sorted(state_dict.items()):
         h.update(name.encode())
         t = tensor.detach().cpu().contiguous()
         h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h
+
+
+def fingerprint(model) -> str:
+    """A short hash of all weights and the settings that change embeddings (cache keys, results).
+
+    A model whose transformer runs in ONNX Runtime (eval.backend=onnx) no longer holds those
+    weights; it keeps the hash they had (`boolcl_weights_hash`), so both backends of one model
+    show the same fingerprint (the embedding identity tells the backends apart)."""
+    kept = getattr(model, "boolcl_weights_hash", None)
+    h = kept.copy() if kept is not None else hash_weights(model.state_dict())
     h.update(json.dumps({"max_len": model.max_seq_length, "sim": model.similarity_fn_name}).encode())
     return h.hexdigest()
 
@@ -249,6 +260,8 @@ def load_eval_model(model_spec: str, cfg) -> tuple:
 
     A checkpoint folder knows its own similarity; a hub id or the packaged base takes
     `similarity` from the config. One rule for evaluate, the benchmarks and the baselines.
+    Always the torch model (training loads through here too); `eval.backend=onnx` is applied
+    on top by `onnx_backend.load_encoder`.
     """
     similarity = None if Path(model_spec).is_dir() else OmegaConf.select(cfg, "similarity")
     model = load_model(model_spec, similarity=similarity, max_length=OmegaConf.select(cfg, "eval.max_length"),

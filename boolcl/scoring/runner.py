@@ -11,7 +11,7 @@ from boolcl.data.sets import RetrievalSet
 from boolcl.retrieval.cache import SHARD_SIZE, cache_key, default_dir, encode_cached
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.identity import embedding_identity, encoder_state
-from boolcl.retrieval.models import load_eval_model
+from boolcl.retrieval.onnx_backend import load_encoder
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.retrieval.search import normalize, search
 from boolcl.scoring import metrics
@@ -121,7 +121,7 @@ def headline(result: EvalResult, k: int = 10) -> dict[str, float | None]:
 def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *,
                   show_progress: bool = True) -> tuple[EvalResult, dict]:
     """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
-    model, info = load_eval_model(model_spec, cfg)
+    model, info = load_encoder(model_spec, cfg)  # load_eval_model, then eval.backend (torch | onnx)
     cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
     result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
                             query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
