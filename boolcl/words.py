@@ -60,6 +60,23 @@ SCOPE_TEMPLATES = [
     "{drop} aside, {keep_lc}?"
 ]
 
+# Scope pooling's contrast sentences (train/scope.py): the same two parts joined by words that add or
+# offer a choice instead of excluding. Every token of them is ordinary, so the head learns that the
+# connective, not the shape "question, then a second clause", marks an exclusion; without them it
+# marked part of 60% of the sample's held-out OR questions ("..., and which one ...") as excluded.
+CONTRAST_TEMPLATES = [
+    "{keep} and also {drop}?", "{keep}, and {drop}?", "{keep} or {drop}?", "{keep}, or else {drop}?",
+    "{keep} as well as {drop}?", "{keep}, together with {drop}?", "{keep}, including {drop}?",
+    "{keep} that also involve {drop}?", "{keep}, and which one is {drop}?", "{keep}, or which one is {drop}?",
+    "{keep}, plus {drop}?", "{keep} along with {drop}?", "{keep} that are also {drop}?", "{keep} and is {drop}?",
+    "{keep}, either that or {drop}?", "In addition to {drop}, {keep_lc}?", "Along with {drop}, {keep_lc}?",
+    "As well as {drop}, {keep_lc}?",
+    # minimal pairs of the exclusion templates: the same words less the negation
+    "{keep} with {drop}?", "{keep} that are {drop}?", "{keep} that involve {drop}?", "{keep} related to {drop}?",
+    "{keep} that are about {drop}?", "{keep} that concern {drop}?", "{keep} such as {drop}?",
+    "{keep}, but also {drop}?", "{keep} that have to do with {drop}?", "{keep}, counting {drop}?"
+]
+
 # scripts/unseen_wordings.py: held-out wordings that none of the lists above (nor the sample) uses.
 UNSEEN_WORDINGS = ["{keep}, disregarding {drop}?", "{keep}, omitting {drop}?", "{keep}, passing over {drop}?",
             "{keep}, but nothing about {drop}?", "{keep}, skipping {drop}?", "{keep}, with {drop} ruled out?"]

@@ -13,7 +13,10 @@ other, on the same data, batch and seed, through the real `train()` loop. For ea
   steps pay for allocator and kernel warm-up and are left out),
 - the set-up seconds (from calling train() to the first step: model, data, decomposition
   targets, retention teacher, scope warm-up), with those three parts timed on their own,
-- both as ratios to `paper-not`.
+- both as ratios to `paper-not`,
+- with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
+  (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
+  a child process of its own, one at a time.
 
 Time it alone: two torch processes on the same cores slow each other far more than twice.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +59,7 @@ def timed_setup(clock: dict):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             clock["loop_start"] = self.start
+            clock["loop_start_wall"] = time.time()
 
     loop.attach_targets = timing("decomposition_s", saved["attach_targets"])
     loop.Objective = timing("objective_s", saved["Objective"])  # the retention teacher and its embeddings
@@ -87,7 +92,18 @@ def run_variant(name: str, overrides: list[str], args, work: Path) -> dict:
     steps = b["step"] - a["step"]
     return {"overrides": overrides, "triples_per_s": steps * args.batch / seconds, "s_per_step": seconds / steps,
             "window": [a["step"] + 1, b["step"]], "setup_s": clock["loop_start"] - start, "wall_s": wall,
-            **{k: round(v, 3) for k, v in clock.items() if k.endswith("_s")}}
+            "loop_start_wall": clock["loop_start_wall"], **{k: round(v, 3) for k, v in clock.items() if k.endswith("_s")}}
+
+
+def launch_setup(name: str, args) -> float:
+    """Seconds from starting a fresh `python` on this script (one variant, two steps) to its first step."""
+    cmd = [sys.executable, __file__, "--child", name, "--steps", "2", "--warmup", "1", "--batch", str(args.batch),
+           "--seed", str(args.seed), *(f"--variant={v}" for v in args.variant), *args.overrides]
+    start = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{name}: the child process failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])["loop_start_wall"] - start
 
 
 def main() -> None:
@@ -98,16 +114,32 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", nargs="+", choices=list(VARIANTS), default=None,
                     help="time only these variants (paper-not is always timed: it is the reference)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE...]",
+                    help="also time not_plus with these overrides, as NAME (repeatable)")
     ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--launch", action="store_true",
+                    help="also time each variant's set-up from a fresh process's start (imports included)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant, figures as JSON on stdout
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every variant")
     args = ap.parse_args()
     if not 1 <= args.warmup < args.steps:
         raise SystemExit(f"--warmup {args.warmup} must be at least 1 and below --steps {args.steps}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for spec in args.variant:
+        name, _, overrides = spec.partition("=")
+        if not name or not overrides:
+            raise SystemExit(f"--variant {spec!r}: expected NAME=key=value[,key=value...]")
+        VARIANTS[name] = overrides.split(",")
+    if args.child:
+        work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
+        r = run_variant(args.child, VARIANTS[args.child], args, work)
+        print(json.dumps(r))
+        return
     import torch
 
-    names = [n for n in VARIANTS if not args.only or n in args.only or n == "paper-not"]
+    extra = [spec.partition("=")[0] for spec in args.variant]
+    names = [n for n in VARIANTS if not args.only or n in args.only or n == "paper-not" or n in extra]
     work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
     results = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                "threads": torch.get_num_threads(), "batch": args.batch, "steps": args.steps,
@@ -117,10 +149,16 @@ def main() -> None:
         results["variants"][name] = run_variant(name, VARIANTS[name], args, work)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.launch:
+        for name in names:
+            print(f"--- {name}: set-up from a fresh process", flush=True)
+            results["variants"][name]["launch_setup_s"] = launch_setup(name, args)
     ref = results["variants"]["paper-not"]
     for r in results["variants"].values():
         r["time_per_step_ratio"] = r["s_per_step"] / ref["s_per_step"]
         r["setup_ratio"] = r["setup_s"] / ref["setup_s"]
+        if args.launch:
+            r["launch_setup_ratio"] = r["launch_setup_s"] / ref["launch_setup_s"]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"\n{results['device']}, {results['threads']} threads, batch {args.batch}, "
@@ -131,6 +169,10 @@ def main() -> None:
         print(f"{name:18} {r['triples_per_s']:10.2f} {r['s_per_step']:8.3f} {r['time_per_step_ratio']:7.2f}x "
               f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('decomposition_s', 0):8.1f} "
               f"{r.get('objective_s', 0):9.1f} {r.get('scope_warmup_s', 0):8.1f}")
+    if args.launch:
+        print(f"\nset-up from a fresh process's start to the first step (imports included):")
+        for name, r in results["variants"].items():
+            print(f"{name:18} {r['launch_setup_s']:9.1f} s {r['launch_setup_ratio']:7.2f}x")
 
 
 if __name__ == "__main__":

@@ -127,18 +127,46 @@ def test_practice_sentences_are_fixed_by_seed_epoch_and_row():
         ScopeSentences([items[0]], make.templates, 1, seed=3)
 
 
+def test_contrast_sentences_join_the_same_parts_and_are_ordinary_throughout():
+    """Half the practice joins a kept question and an excluded part with a word that does not
+    exclude; those rows carry no span, so every token of them is labelled ORDINARY."""
+    items = [Item("Which birds fly?", ["d"], ["p"], [], [], "simple"),
+             Item("Which birds swim other than penguins?", ["d"], ["p"], [], [], "not")]
+    make = ScopeSentences(items, ["{keep} other than {drop}?"], 60, seed=1, contrast=["{keep} and also {drop}?"])
+    out = make(0, 0)
+    contrast = [text for text, span in out if span is None]
+    excluding = [text for text, span in out if span is not None]
+    assert 15 < len(contrast) < 45 and contrast and excluding
+    assert set(contrast) == {"Which birds fly and also penguins?"}
+    assert set(excluding) == {"Which birds fly other than penguins?"}
+    tok = load_model("offline-default").tokenizer
+    f = dict(tok([t for t, _ in out], padding=True, return_offsets_mapping=True, return_tensors="pt"))
+    labels = token_labels([span for _, span in out], f.pop("offset_mapping"), f["attention_mask"])
+    is_contrast = torch.tensor([span is None for _, span in out])
+    real = f["attention_mask"].bool()
+    assert (labels[is_contrast][real[is_contrast]] == ORDINARY).all()
+    assert (labels[~is_contrast] == EXCLUDED).any(1).all()
+    # without contrast templates the draws are the exclusion practice alone
+    assert all(span is not None for _, span in ScopeSentences(items, ["{keep} other than {drop}?"], 5, seed=1)(0, 0))
+
+
 def test_warm_up_finds_the_scope_of_held_out_questions():
     """Quality, on the real MiniLM: fitted alone on the sample's training clusters (the encoder
     frozen), the head marks the held-out clusters' NOT questions much as the rules do. (Training
-    with the encoder took it to 98% in a `not_plus_tiny` exploration run; README: NOT-aware training.)"""
+    with the encoder took it to 98% in a `not_plus_tiny` exploration run; README: NOT-aware training.)
+    The default warm-up stops at 100% recall of every class on its own rows (80 steps here):
+    83.5% of the held-out tokens right against 87% after all 300 steps; training goes on from there."""
     model = load_model("offline-default")
     head = install(model, 1.0)
     rows = [json.loads(x) for x in (SAMPLE / "train.jsonl").read_text().splitlines()]
     items = [Item(r["question"], ["d"], ["p"], [], [], r["question_type"]) for r in rows]
     cfg = compose([]).train.scope
     report = warm_up(model, head, items, ScopeSentences(items, cfg.templates, 1, seed=0), steps=cfg.warmup,
-                     lr=cfg.lr, seed=0)
+                     lr=cfg.lr, seed=0, until=cfg.warmup_until)
     assert report["token_accuracy"] > 0.95
+    # proportionate: it stopped once every class was learnt, well before the most steps it may take
+    assert report["steps"] < cfg.warmup and report["steps"] % 20 == 0, report
+    assert min(report[f"recall_{c}"] for c in ("ordinary", "marker", "excluded")) >= cfg.warmup_until, report
     held_out = [json.loads(x)["question"] for x in (SAMPLE / "eval.jsonl").read_text().splitlines()
                 if json.loads(x)["question_type"] == "not"]
     f = dict(model.tokenizer(held_out, padding=True, return_offsets_mapping=True, return_tensors="pt"))
@@ -148,14 +176,16 @@ def test_warm_up_finds_the_scope_of_held_out_questions():
     known = labels != IGNORE
     accuracy = (predicted[known] == labels[known]).float().mean()
     assert (labels[known] == ORDINARY).float().mean() < 0.6  # what the untrained head, all ORDINARY, scores
-    assert accuracy > 0.85, accuracy
+    assert accuracy > 0.8, accuracy
     recall = (predicted[labels == EXCLUDED] == EXCLUDED).float().mean()
-    assert recall > 0.7, recall  # 0.74 measured; 0 untrained
+    assert recall > 0.65, recall  # 0.74 measured after 300 steps; 0 untrained
 
 
 def test_scope_config_errors_name_the_key():
     for override, key in [("train.scope.drop=-1", "train.scope.drop"), ("train.scope.lr=0", "train.scope.lr"),
                           ("train.scope.warmup=-2", "train.scope.warmup"),
+                          ("train.scope.warmup_until=1.5", "train.scope.warmup_until"),
+                          ("train.scope.contrast=['{keep} and also it?']", "train.scope.contrast"),
                           ("train.scope.templates=['{keep} minus it?']", "train.scope.templates"),
                           ("train.scope.templates=['{keep} {other} {drop}?']", "train.scope.templates")]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from boolcl.words import DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES
+from boolcl.words import CONTRAST_TEMPLATES, DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES
 
 
 @dataclass
@@ -66,8 +66,12 @@ class ScopeCfg:
     lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
     hidden: int = 64  # the head's GRU width (each direction)
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
+    warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
     synthetic: int = 1  # template practice sentences per item and step, for the head only; 0: none
+    warmup_practice: bool = True  # the warm-up's rows are filled up to 1024 with practice sentences (with any `synthetic`)
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
+    # wordings that join the same parts without excluding (and, or, as well as): all-ordinary practice; []: none
+    contrast: list[str] = field(default_factory=lambda: list(CONTRAST_TEMPLATES))
 
 
 @dataclass

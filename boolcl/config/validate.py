@@ -65,14 +65,19 @@ def validate(cfg: DictConfig) -> None:
     if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
         raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
                           f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
-    for template in t.scope.templates:
-        fields = re.findall(r"\{(\w*)\}", template)
-        if fields.count("drop") != 1 or len([f for f in fields if f in ("keep", "keep_lc")]) != 1 or \
-                set(fields) - {"keep", "keep_lc", "drop"}:
-            raise ConfigError(f"train.scope.templates: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
-                              f"once, and nothing else in braces")
-    if t.scope.synthetic and not t.scope.templates:
-        raise ConfigError("train.scope.synthetic > 0 needs at least one template")
+    if not 0 <= t.scope.warmup_until <= 1:
+        raise ConfigError(f"train.scope.warmup_until is a recall in [0, 1] (0: all train.scope.warmup steps), "
+                          f"got {t.scope.warmup_until}")
+    for key in ("templates", "contrast"):
+        for template in t.scope[key]:
+            fields = re.findall(r"\{(\w*)\}", template)
+            if fields.count("drop") != 1 or len([f for f in fields if f in ("keep", "keep_lc")]) != 1 or \
+                    set(fields) - {"keep", "keep_lc", "drop"}:
+                raise ConfigError(f"train.scope.{key}: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
+                                  f"once, and nothing else in braces")
+    if (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)) and not t.scope.templates:
+        raise ConfigError("train.scope.synthetic > 0 and train.scope.warmup_practice need at least one template "
+                          "(set train.scope.warmup_practice=false for a warm-up on the training questions alone)")
     if t.decomposition.synthetic and not t.decomposition.templates:
         raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
     if set(t.exclusion.operators) - OPERATORS:

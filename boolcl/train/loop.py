@@ -112,8 +112,12 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     synthetic = []
     if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
         synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
-    practice = scope.ScopeSentences(items, t.scope.templates, t.scope.synthetic, cfg.seed) if t.scope.weight else None
-    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic, practice)
+    practice = None  # the head's practice sentences: in the warm-up (warmup_practice) and/or in every step (synthetic)
+    if t.scope.weight and (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)):
+        practice = scope.ScopeSentences(items, t.scope.templates, max(t.scope.synthetic, 1), cfg.seed,
+                                        contrast=t.scope.contrast)
+    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic,
+                          practice if t.scope.synthetic else None)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
@@ -175,7 +179,7 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]
         print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
-              f"{w['token_accuracy']:.3f}", flush=True)
+              f"{w['token_accuracy']:.3f}, recall of the excluded tokens {w['recall_excluded'] or 0:.3f}", flush=True)
 
 
 # ---------------------------------------------------------------- loop helpers
@@ -272,9 +276,10 @@ def train(cfg: DictConfig) -> Path:
                           items=data.items, collator=data.loader.collate_fn, device=accelerator.device)
     del teacher
     if t.scope.weight and t.scope.warmup and resume_from is None:
-        data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items, data.practice,
+        data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items,
+                                                 data.practice if t.scope.warmup_practice else None,
                                                  steps=t.scope.warmup, lr=t.scope.lr, seed=cfg.seed,
-                                                 prompt=query_prompt)
+                                                 prompt=query_prompt, until=t.scope.warmup_until)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process); checkpoint.py saves it with the state, as JSON.
