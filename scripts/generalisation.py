@@ -266,7 +266,7 @@ def summary_table(ds: DataSet, rows: list[tuple[str, str]], vs_base: dict, vs_pa
             if cell.get("significant"):
                 text += "†"
             other = ((vs_paper or {}).get("cells", {}).get(row) or {}).get(measure, {}).get(group, {})
-            if other.get("significant"):
+            if other.get("significant") and row != BASE:  # base vs paper-not is paper-not's † already
                 text += "‡"
             cells.append(text)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

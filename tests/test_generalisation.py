@@ -163,3 +163,26 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
         assert nevir_base["cells"][run]["PairedAcc"]["ALL"]["value"] == pytest.approx(
             100 * results["metrics"]["PairedAcc"]["ALL"]["value"])
     assert "paired accuracy" in (out / "summary.md").read_text()
+
+
+def test_summary_marks_tests_against_base_and_paper_and_drops_a_repeated_all_column():
+    g = script_module()
+
+    def payload(baseline, significant):
+        cell = lambda run, v: {"value": v, "std": 1.0 if run != "base" else None,  # noqa: E731
+                               "significant": run in significant}
+        runs = {"base": 60.0, "paper-not (3 seeds)": 70.0, "not_plus (3 seeds)": 80.0}
+        return {"k": 10, "groups": ["ALL", "NOT"], "group_sizes": {"ALL": 5, "NOT": 5}, "baseline": baseline,
+                "measures": ["MRR@10", "NegRecall@10"], "questions": 5, "data": {"name": "unseen"},
+                "cells": {r: {m: {gr: cell(r, v) for gr in ("ALL", "NOT")} for m in ("MRR@10", "NegRecall@10")}
+                          for r, v in runs.items()}}
+
+    ds = g.DataSet("unseen", "x")
+    rows = [("base", "base"), ("paper-not", "paper-not (3 seeds)"), ("not_plus", "not_plus (3 seeds)")]
+    text = g.summary_table(ds, rows, payload("base", {"not_plus (3 seeds)"}),
+                           payload("paper-not", {"base", "not_plus (3 seeds)"}))
+    lines = text.splitlines()
+    assert lines[2] == "| run | MRR@10 NOT ↑ | NegRecall@10 NOT ↓ |"  # NOT only: ALL would repeat it
+    assert lines[4] == "| base | 60.00 | 60.00 |"  # base against paper-not is paper-not's own test
+    assert lines[5] == "| paper-not | 70.00±1.00 | 70.00±1.00 |"
+    assert lines[6] == "| not_plus | 80.00±1.00†‡ | 80.00±1.00†‡ |"
