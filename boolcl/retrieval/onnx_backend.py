@@ -185,9 +185,12 @@ def exported(model, quantize: str = "none", *, root: Path | None = None) -> tupl
         if ok:
             return folder, names
         warnings.warn(f"{folder}: the ONNX export does not match its checksum; exporting it again", stacklevel=2)
-    if folder.exists():
+    if folder.exists():  # damaged, or left by an older boolcl: out of the way first, then removed
         trash = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.old."))
-        os.replace(folder, trash / "x")
+        try:
+            os.replace(folder, trash / "x")
+        except FileNotFoundError:  # another process moved it already
+            pass
         shutil.rmtree(trash, ignore_errors=True)
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.tmp."))
