@@ -21,10 +21,11 @@ GROUPS = ("ALL", "AND", "OR", "NOT")
 
 
 def cfg_for(model_dir, pool, out, *extra):
-    """6 training items, batch 2: 3 steps per epoch, 6 steps in all."""
+    """6 training items, batch 2: 3 steps per epoch, 6 steps in all; no scores unless `extra` asks
+    (the tiny recipes score the sample)."""
     return compose(["recipe=tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
                     "train.batch_size=2", "train.hard_negatives=1", "train.epochs=2", "train.max_length=32",
-                    "train.report_to=[]", "eval.cache=false", f"out={out}", *extra])
+                    "train.report_to=[]", "eval.cache=false", "train.eval_every=0", f"out={out}", *extra])
 
 
 def read_log(run):
@@ -92,6 +93,7 @@ def test_scoring_does_not_change_the_final_weights(tiny_model_dir, pool, small_s
     plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra))
     scored = train(cfg_for(tiny_model_dir, pool, tmp_path / "scored", *extra, "train.eval_every=1",
                            f"train.eval_data={small_set}", "train.keep_best=MRR@10/NOT"))
+    assert not any("eval_s" in r for r in read_log(plain))
     assert same_weights(weights(plain), weights(scored))
     assert len([r for r in read_log(scored) if "eval/set/MRR@10/ALL" in r]) == 6
 
@@ -118,7 +120,7 @@ def test_a_score_puts_back_every_generator_and_mode(tiny_model_dir, small_set, t
     assert {name: m.training for name, m in model.named_modules()} == modes
     assert model.max_seq_length == 64  # the eval length (eval.max_length) was only borrowed
     assert scorer.maybe_score(model, step=2, epoch=0, total_steps=10) != {}
-    off = periodic_eval.PeriodicEval(compose(["recipe=tiny"]), accelerator, tmp_path, None)  # eval_every=0
+    off = periodic_eval.PeriodicEval(compose(["recipe=tiny", "train.eval_every=0"]), accelerator, tmp_path, None)
     assert off.sets == [] and off.maybe_score(model, step=1, epoch=0, total_steps=1) == {}
 
 
@@ -211,6 +213,12 @@ def test_a_dev_slice_keeps_the_labelled_passages(small_set):
                                                  "train.eval_max_corpus=400"]))
     labelled = {c.passage_id for q in sets[0].questions for c in q.positive_ctxs + q.negative_ctxs}
     assert len(sets[0].corpus) == max(400, len(labelled)) and labelled <= set(sets[0].corpus.ids)
+
+
+@pytest.mark.parametrize("recipe, every", [("tiny", 12), ("not_plus_tiny", 24)])
+def test_the_tiny_recipes_score_the_held_out_clusters(recipe, every):
+    cfg = compose([f"recipe={recipe}"])
+    assert (cfg.train.eval_every, cfg.train.eval_data, cfg.train.keep_best) == (every, "sample", None)
 
 
 # ---------------------------------------------------------------- several processes
