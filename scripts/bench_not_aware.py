@@ -78,7 +78,7 @@ def run_variant(name: str, overrides: list[str], args, work: Path) -> dict:
 
     cfg = compose(["recipe=not_plus_tiny", *overrides, f"seed={args.seed}", f"train.batch_size={args.batch}",
                    f"train.max_steps={args.steps}", "train.log_every=1", "train.save_every=0",
-                   "train.report_to=[]", f"out={work / name}", *args.overrides])
+                   "train.report_to=[]", "train.eval_every=0", f"out={work / name}", *args.overrides])
     clock: dict = {}
     with timed_setup(clock):
         start = time.perf_counter()

@@ -163,6 +163,11 @@ def test_minilm_resaved_with_cls_pooling_does_not_read_the_mean_pooled_cache(sma
     assert res["mean"]["model"]["fingerprint"] == res["cls"]["model"]["fingerprint"]  # the weights are the same
     assert res["cls"]["settings"]["embedding_cache"]["encoded_here"] == 3
     assert res["cls"]["settings"]["embedding_identity"] != res["mean"]["settings"]["embedding_identity"]
-    runs = {x: (tmp_path / x / "run.trec").read_text() for x in ("mean", "cls", "fresh")}
-    assert runs["cls"] == runs["fresh"] and runs["cls"] != runs["mean"]
-    assert res["cls"]["headline"] == res["fresh"]["headline"]
+    runs = {x: [line.split() for line in (tmp_path / x / "run.trec").read_text().splitlines()]
+            for x in ("mean", "cls", "fresh")}
+    # the cached vectors were encoded two at a time, the fresh ones in one batch: the same up to float noise
+    assert [r[:4] for r in runs["cls"]] == [r[:4] for r in runs["fresh"]]
+    assert all(abs(float(a[4]) - float(b[4])) < 1e-5 for a, b in zip(runs["cls"], runs["fresh"]))
+    assert [r[:4] for r in runs["cls"]] != [r[:4] for r in runs["mean"]] or \
+        any(abs(float(a[4]) - float(b[4])) > 1e-3 for a, b in zip(runs["cls"], runs["mean"]))
+    assert res["cls"]["headline"] == res["fresh"]["headline"]  # the same rankings, so the same measures

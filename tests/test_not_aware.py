@@ -276,7 +276,8 @@ def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path
 
     from safetensors.torch import load_file
 
-    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1"]
+    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1",
+              "train.scope.synthetic=1"]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
