@@ -5,9 +5,11 @@ the rules must find where an exclusion lies (EXCLUSION_INFIX / EXCLUSION_PREFIX)
 generator's answer check only asks whether a question contains any negation at all
 (NEGATION_CUES, deliberately broad); the offline generator splits its own compositions
 (OFFLINE_NOT_MARKERS, only what compose_not writes and its neighbours); the trainer's
-synthetic wordings are defaults of config keys (DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES);
-and UNSEEN_WORDINGS must share no marker with any of the others, because it measures
-how the recipe does on wordings it never trained on (tests/test_words.py checks that).
+synthetic wordings are defaults of config keys (DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES,
+and CONTRAST_TEMPLATES, which join the same parts without excluding); and UNSEEN_WORDINGS
+must share no marker with any exclusion list, because it measures how the recipe does on
+exclusion words it never trained on (tests/test_words.py checks that). A contrast wording
+may share a plain word with one ("with"): it teaches that word is not an exclusion.
 """
 from __future__ import annotations
 

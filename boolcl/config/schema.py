@@ -68,7 +68,7 @@ class ScopeCfg:
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
     warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
     # template practice sentences per item and step, through the encoder, for the head; 0: none (the warm-up has them:
-    # on the sample, 1 cost 1.16x the time per step of 0 for the same MRR and NegRecall, 3 seeds, README)
+    # on the sample, 1 cost 1.16-1.20x the time per step of 0 for the same MRR and NegRecall over 3 seeds; README)
     synthetic: int = 0
     warmup_practice: bool = True  # the warm-up's rows are filled up to 1024 with practice sentences (with any `synthetic`)
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
