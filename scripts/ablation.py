@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,25 @@ VARIANTS["not_plus-no-decomp"] = [SWITCHES["decomposition"], SWITCHES["scope"]] 
 VARIANTS["not_plus-no-scope"] = [SWITCHES["scope"]]  # session 3's not_plus: what scope pooling adds
 VARIANTS["not_plus"] = []
 RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (scripts/generalisation.py shares all of this)
+
+
+NAME = re.compile(r"^[A-Za-z0-9_+.][A-Za-z0-9_+.-]*$")
+SEEDED = re.compile(r"[-_.](?:s|seed)[-_=]?\d+$")  # compare reads such a suffix as a seed
+NEXT_KEY = re.compile(r",(?=\s*[A-Za-z_][\w.]*=)")  # a comma that starts the next key=value
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    """`NAME=key=value,key=value` -> (NAME, [key=value, ...]); commas inside a value ([not,and]) stay."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not NAME.match(name) or SEEDED.search(name):
+        raise ValueError(f"--variant {text!r}: expected NAME=key=value[,key=value...] with a NAME of letters, "
+                         "digits, _ + . - that does not end like a seed (-s1)")
+    overrides = [part.strip() for part in NEXT_KEY.split(rest) if part.strip()]
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ValueError(f"--variant {text!r}: {bad[0]!r} is not key=value")
+    return name, overrides
 
 
 def run_config(overrides: list[str], extra: list[str], seed: int, folder: Path):

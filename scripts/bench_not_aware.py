@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ablation import SWITCHES  # noqa: E402
+from ablation import SWITCHES, parse_variant  # noqa: E402
 
 VARIANTS = {"paper-not": list(SWITCHES.values()), "not_plus": []}
 VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
@@ -127,10 +127,11 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for spec in args.variant:
-        name, _, overrides = spec.partition("=")
-        if not name or not overrides:
-            raise SystemExit(f"--variant {spec!r}: expected NAME=key=value[,key=value...]")
-        VARIANTS[name] = overrides.split(",")
+        try:
+            name, overrides = parse_variant(spec)  # the same syntax as scripts/generalisation.py's
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        VARIANTS[name] = overrides
     if args.child:
         work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
         r = run_variant(args.child, VARIANTS[args.child], args, work)
@@ -138,7 +139,7 @@ def main() -> None:
         return
     import torch
 
-    extra = [spec.partition("=")[0] for spec in args.variant]
+    extra = [parse_variant(spec)[0] for spec in args.variant]
     names = [n for n in VARIANTS if not args.only or n in args.only or n == "paper-not" or n in extra]
     work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
     results = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ablation import RECIPE, VARIANTS, run_config  # noqa: E402
+from ablation import RECIPE, VARIANTS, parse_variant, run_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -47,26 +46,9 @@ DATASETS = ("sample", "unseen", "nevir", "birco")
 DEFAULT_VARIANTS = ("base", "paper-not", "not_plus")
 BASE, PAPER = "base", "paper-not"
 RUN_FILE = "variant.json"  # in each checkpoint folder: what it was trained with
-NAME = re.compile(r"^[A-Za-z0-9_+.][A-Za-z0-9_+.-]*$")
-SEEDED = re.compile(r"[-_.](?:s|seed)[-_=]?\d+$")  # compare reads such a suffix as a seed
-NEXT_KEY = re.compile(r",(?=\s*[A-Za-z_][\w.]*=)")  # a comma that starts the next key=value
 
 
 # ---------------------------------------------------------------- variants
-
-
-def parse_variant(text: str) -> tuple[str, list[str]]:
-    """`NAME=key=value,key=value` -> (NAME, [key=value, ...]); commas inside a value ([not,and]) stay."""
-    name, sep, rest = text.partition("=")
-    name = name.strip()
-    if not sep or not NAME.match(name) or SEEDED.search(name):
-        raise ValueError(f"--variant {text!r}: expected NAME=key=value[,key=value...] with a NAME of letters, "
-                         "digits, _ + . - that does not end like a seed (-s1)")
-    overrides = [part.strip() for part in NEXT_KEY.split(rest) if part.strip()]
-    bad = [o for o in overrides if "=" not in o]
-    if bad:
-        raise ValueError(f"--variant {text!r}: {bad[0]!r} is not key=value")
-    return name, overrides
 
 
 def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] | None]:
