@@ -9,6 +9,7 @@ that cannot be written, or lacks room, fails in a second instead of after hours.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -48,6 +49,15 @@ def atomic_save_npy(path: str | os.PathLike, array) -> None:
     buf = io.BytesIO()
     np.save(buf, array)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def file_digest(path: str | os.PathLike, make=hashlib.sha256) -> str:
+    """Hex digest of a file's bytes, read in 1 MiB chunks (model weights do not fit a read())."""
+    h = make()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def human_bytes(n: float) -> str:

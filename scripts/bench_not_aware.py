@@ -171,7 +171,7 @@ def main() -> None:
               f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('decomposition_s', 0):8.1f} "
               f"{r.get('objective_s', 0):9.1f} {r.get('scope_warmup_s', 0):8.1f}")
     if args.launch:
-        print(f"\nset-up from a fresh process's start to the first step (imports included):")
+        print("\nset-up from a fresh process's start to the first step (imports included):")
         for name, r in results["variants"].items():
             print(f"{name:18} {r['launch_setup_s']:9.1f} s {r['launch_setup_ratio']:7.2f}x")
 

@@ -34,14 +34,13 @@ from pathlib import Path
 import torch
 
 from boolcl.errors import ModelError
-from boolcl.files import cache_root
+from boolcl.files import cache_root, file_digest
 from boolcl.retrieval.models import hash_weights, load_eval_model, set_encoder
 
 QUANTIZE = ("none", "int8")
 EXPORT_VERSION = 1  # bump when the export recipe changes: older exports are then not read
 INSTALL_HINT = "pip install 'boolcl[onnx]'"
 _OPSET = 17
-_CHUNK = 1 << 20
 
 
 def require_onnxruntime():
@@ -62,14 +61,8 @@ def require_onnxruntime():
 
 
 def _sha(folder: Path) -> dict:
-    out = {}
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name != "meta.json"):
-        h = hashlib.blake2b(digest_size=16)
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                h.update(chunk)
-        out[path.name] = h.hexdigest()
-    return out
+    return {path.name: file_digest(path, lambda: hashlib.blake2b(digest_size=16))
+            for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name != "meta.json")}
 
 
 def _transformer(model):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import hashlib
 import json
 import os
 import random
@@ -34,7 +33,7 @@ from safetensors.torch import save_model as save_safetensors
 
 from boolcl.data.loaders import SAMPLE_DIR, load_training_pool
 from boolcl.errors import ConfigError, TrainingError
-from boolcl.files import atomic_write_text
+from boolcl.files import atomic_write_text, file_digest
 from boolcl.retrieval.card import flat, write_train_card
 from boolcl.retrieval.models import load_eval_model, set_encoder
 
@@ -50,14 +49,6 @@ BEST_TMP = ".best-tmp"
 BEST_FILE = "best.json"  # in best/: the measure, its value and the step it was reached at
 MODULES_FILE = "modules.json"  # moved into the run folder last: its presence means a whole model
 CARD_SLACK = 16 << 20  # tokenizer, configs and card next to the weights, generously
-
-
-def file_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def base_model_info(cfg) -> dict:
@@ -87,7 +78,7 @@ def manifest(cfg, mix: dict) -> dict:
             if Path(spec).with_name("corpus.jsonl").is_file():
                 paths.append(Path(spec).with_name("corpus.jsonl"))
         for p in paths:
-            files[str(p)] = {"sha256": file_hash(p), "bytes": p.stat().st_size}
+            files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
         if str(spec) not in per_operator:
             per_operator[str(spec)] = dict(Counter(e.question_type for e in load_training_pool(spec)[0]))
     return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg)}
