@@ -47,6 +47,9 @@ class ScopePooling(Module):
         """(batch, tokens, 3) class logits, in float32 (a GRU in half precision is not worth the risk)."""
         lengths = attention_mask.sum(1).clamp(min=1).cpu()
         with torch.autocast(tokens.device.type, enabled=False):
+            if bool((lengths == tokens.shape[1]).all()):  # no padding: packing would only cost time
+                out, _ = self.rnn(tokens.float())
+                return self.head(out)
             packed = torch.nn.utils.rnn.pack_padded_sequence(tokens.float(), lengths, batch_first=True,
                                                              enforce_sorted=False)
             out, _ = self.rnn(packed)  # packed: padding never leaks into the backward direction

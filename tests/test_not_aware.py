@@ -13,7 +13,7 @@ from boolcl.config import compose
 from boolcl.errors import ConfigError
 from boolcl.train.collate import Collator, ItemDataset, passage_key
 from boolcl.train.loop import train
-from boolcl.train.mixing import Item
+from boolcl.train.mixing import Item, build_mix
 from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
 from boolcl.train.sampling import EpochShuffle
 
@@ -78,6 +78,18 @@ def test_query_contrast_is_the_logistic_loss_of_the_score_gap():
     assert cos(q_not, q_plain, e).item() == pytest.approx(cos(3 * q_not, q_plain, e * 2).item(), rel=1e-5)
 
 
+def test_retention_operators_add_those_boolean_questions_to_the_retained_rows():
+    cfg = compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]", "train.retention.operators=[and,or]"])
+    items, mix = build_mix(cfg)
+    assert all(it.retain == (it.original or it.question_type in ("and", "or")) for it in items)
+    assert {it.question_type for it in items if it.retain} == {"and", "or", "simple"}
+    assert mix["boolean"]["retained"] == sum(it.question_type in ("and", "or") for it in items) > 0
+    plain, _ = build_mix(compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]"]))
+    assert {it.question_type for it in plain if it.retain} == {"simple"}  # by default: the original data only
+    with pytest.raises(ConfigError, match=r"train\.retention\.operators"):
+        compose(["recipe=not_plus_tiny", "train.retention.operators=[and]"])  # the mix has NOT questions only
+
+
 def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():
     torch.manual_seed(0)
     q, p = torch.randn(2, 4), torch.randn(4, 4)
@@ -119,7 +131,7 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     model.eval()
     data.dataset.set_epoch(1)
     batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
-    assert 0 < int(batch.is_original.sum()) < batch.n_queries
+    assert 0 < int(batch.retained.sum()) < batch.n_queries
     q = model(dict(batch.query_features))["sentence_embedding"]
     p = model(dict(batch.passage_features))["sentence_embedding"]
     _, parts = objective(q, p, batch, (model(dict(batch.query_features))["scope_logits"],
@@ -128,7 +140,7 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     with torch.no_grad():
         teacher_q = old_teacher(dict(batch.query_features))["sentence_embedding"][:b]
         teacher_p = old_teacher(dict(batch.passage_features))["sentence_embedding"]
-    expected = cfg.train.retention.weight * objective.retention(q[:b], p, teacher_q, teacher_p, batch.is_original,
+    expected = cfg.train.retention.weight * objective.retention(q[:b], p, teacher_q, teacher_p, batch.retained,
                                                                 batch.passage_keys, batch.positive_keys)
     assert expected.item() > 1e-4
     assert parts["retention"].item() == pytest.approx(expected.item(), rel=1e-5)
@@ -159,7 +171,7 @@ def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool,
     from boolcl.train.objective import TeacherEmbeddings, frozen_copy
 
     model = load_model(str(tiny_model_dir))
-    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True)]
+    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True, retain=True)]
     collator = Collator(model.tokenizer, 16, 1)
     cache = TeacherEmbeddings(frozen_copy(model), items, collator)
     assert len(cache) == 4  # the query, its two passages and the empty filler
@@ -193,7 +205,7 @@ def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     items = [Item("not q", ["a", "b"], ["A", "B"], ["x", "m"], ["X", "M"], "not", n_explicit=1, partner="plain q"),
-             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True),
+             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True, retain=True),
              Item("and q", ["d"], ["D"], ["c"], ["C"], "and", n_explicit=1)]
     ds = ItemDataset(items, n_negatives=2)
     batch = Collator(tok, 16, 2, pairs=True)([ds[i] for i in range(3)])
@@ -204,7 +216,7 @@ def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_
     assert set(batch.pair_positive_keys[0].tolist()) == {passage_key("a"), passage_key("b"), passage_key("x")}
     # the exclusion margin applies to NOT items' labelled negatives only (not the AND item's)
     assert batch.excluded.tolist() == [[True, False], [False, False], [False, False]]
-    assert batch.is_original.tolist() == [False, True, False]
+    assert batch.retained.tolist() == [False, True, False]
     plain = Collator(tok, 16, 2)([ds[i] for i in range(3)])
     assert plain.query_features["input_ids"].shape[0] == 3 and plain.pair_rows is None
 
@@ -257,9 +269,9 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "synthetic": 0}
-    # the scope head was fitted alone first, on the 10 questions and practice sentences up to 1024 rows
+    # the scope head was fitted alone first, on the 10 questions and practice sentences up to warmup_rows
     w = mix["scope_warmup"]
-    assert w["rows"] == 1024 and 0 < w["steps"] <= 300
+    assert w["rows"] == 512 and 0 < w["steps"] <= 300
     # it ran every step, or stopped once every class's recall reached warmup_until
     assert w["steps"] == 300 or min(w[f"recall_{c}"] for c in ("ordinary", "marker", "excluded")) >= 0.99
     assert json.loads((out / "modules.json").read_text())[1]["type"] == "boolcl.pooling.ScopePooling"
@@ -271,14 +283,16 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
     """The frozen teacher, the plain questions, cluster batches, the decomposition targets (from
     the starting model, also on resume) and the scope head (fitted once, before the first step;
-    then restored with the rest) keep resume exact; synthetic wordings and practice sentences included."""
+    then restored with the rest) keep resume exact; synthetic wordings, practice sentences and
+    negated statements included."""
     import shutil
 
     from safetensors.torch import load_file
 
     common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1",
-              "train.scope.synthetic=1"]
+              "train.scope.synthetic=1", "train.negation.pairs=2"]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
+    assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {"pairs": 2, "asked": 2}
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
     shutil.copytree(full / "checkpoint-3", resumed_dir / "checkpoint-3")

@@ -44,6 +44,9 @@ class RetentionCfg:
     """Keep general retrieval: match the frozen starting model's in-batch score distribution
     (KL at the training scale) on the original data's queries."""
     weight: float = 0.0  # 0: off
+    # Boolean question types retention also scores (e.g. [and, or]: the frozen model already ranks them
+    # well, so training on NOT questions must not move them); they must be in train.operators to be trained on
+    operators: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,10 +73,20 @@ class ScopeCfg:
     # template practice sentences per item and step, through the encoder, for the head; 0: none (the warm-up has them:
     # on the sample, 1 cost 1.16-1.20x the time per step of 0 for the same MRR and NegRecall over 3 seeds; README)
     synthetic: int = 0
-    warmup_practice: bool = True  # the warm-up's rows are filled up to 1024 with practice sentences (with any `synthetic`)
+    # rows the warm-up fits on: the training questions, filled up with practice sentences; on the sample 512 left the
+    # head's held-out accuracy where 1024 had it for 60% of the warm-up's time (README: NOT-aware training)
+    warmup_rows: int = 512
+    warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
     # wordings that join the same parts without excluding (and, or, as well as): all-ordinary practice; []: none
     contrast: list[str] = field(default_factory=lambda: list(CONTRAST_TEMPLATES))
+
+
+@dataclass
+class NegationCfg:
+    """Negated statements (train/negation.py): passages of the pool and copies with one sentence's
+    polarity flipped, each sentence the query of its own version, so "not" has to be read."""
+    pairs: int = 0  # passages turned into a (statement, negated statement) pair of items; 0: off
 
 
 @dataclass
@@ -117,6 +130,7 @@ class TrainCfg:
     retention: RetentionCfg = field(default_factory=RetentionCfg)
     decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
     scope: ScopeCfg = field(default_factory=ScopeCfg)
+    negation: NegationCfg = field(default_factory=NegationCfg)
     num_workers: int = 0
 
 

@@ -65,6 +65,11 @@ def validate(cfg: DictConfig) -> None:
     if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
         raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
                           f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
+    if t.negation.pairs < 0:
+        raise ConfigError(f"train.negation.pairs is a number of passages (0: off), got {t.negation.pairs}")
+    if t.scope.warmup_rows < 1:
+        raise ConfigError(f"train.scope.warmup_rows is how many rows the warm-up fits on (at least 1), "
+                          f"got {t.scope.warmup_rows}")
     if not 0 <= t.scope.warmup_until <= 1:
         raise ConfigError(f"train.scope.warmup_until is a recall in [0, 1] (0: all train.scope.warmup steps), "
                           f"got {t.scope.warmup_until}")
@@ -80,6 +85,9 @@ def validate(cfg: DictConfig) -> None:
                           "(set train.scope.warmup_practice=false for a warm-up on the training questions alone)")
     if t.decomposition.synthetic and not t.decomposition.templates:
         raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
+    if set(t.retention.operators) - set(t.operators):
+        raise ConfigError(f"train.retention.operators={list(t.retention.operators)} must be among train.operators="
+                          f"{list(t.operators)}: retention scores questions the mix has")
     if set(t.exclusion.operators) - OPERATORS:
         raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
     if (t.exclusion.weight or t.pairs.weight) and t.hard_negatives < 1:

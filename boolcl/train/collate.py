@@ -54,7 +54,7 @@ class ItemDataset(torch.utils.data.Dataset):
         synthetic = [self.synthetic[(start + j) % m] for j in range(per)]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
                 "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
-                "question_type": it.question_type, "partner": it.partner, "original": it.original,
+                "question_type": it.question_type, "partner": it.partner, "retain": it.retain,
                 "target": it.target, "synthetic": synthetic,
                 "scope_sentences": self.scope_sentences(self.epoch, i) if self.scope_sentences else [],
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
@@ -85,7 +85,7 @@ class Batch:
     passage_keys: torch.Tensor  # (P,) passage_key of each passage row, PLACEHOLDER for a filler
     positive_keys: torch.Tensor  # (B, width) keys of each query's labelled positives, padded with -1
     excluded: torch.Tensor  # (B, n) bool: labelled negatives of the exclusion operators' items
-    is_original: torch.Tensor  # (B,) bool: items from the original training data
+    retained: torch.Tensor  # (B,) bool: queries the retention term scores (Item.retain)
     teacher_margins: torch.Tensor | None = None  # (B, n) teacher score(positive) - score(negative)
     pair_rows: torch.Tensor | None = None  # (K,) the items that have a plain question
     pair_targets: torch.Tensor | None = None  # (K,) passage row of each plain question's target
@@ -207,7 +207,7 @@ class Collator:
             # the exclusion margin's negatives: labelled ones of items of the chosen operators
             excluded=labelled & torch.tensor([b.get("question_type") in self.exclusion_operators for b in batch],
                                              dtype=torch.bool)[:, None],
-            is_original=torch.tensor([bool(b.get("original")) for b in batch], dtype=torch.bool),
+            retained=torch.tensor([bool(b.get("retain")) for b in batch], dtype=torch.bool),
             teacher_margins=(torch.tensor(margins, dtype=torch.float).view(b_n, n)
                              if margins and None not in margins else None),
             scope_labels=scope_labels, **pairs, **distill)

@@ -35,6 +35,7 @@ from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
+from boolcl.train.negation import statement_pairs
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.objective import Objective, frozen_copy
 from boolcl.train.periodic_eval import PeriodicEval
@@ -109,6 +110,10 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     """The training items, and a loader of `Batch`es in an order fixed by (seed, epoch)."""
     t = cfg.train
     items, mix = build_mix(cfg)
+    if t.negation.pairs:  # statement / negated-statement minimal pairs from the mix's own passages
+        extra = statement_pairs(items, t.negation.pairs, cfg.seed)
+        mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs}
+        items = items + extra
     synthetic = []
     if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
         synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
@@ -176,6 +181,10 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
         d = mix["decomposition"]
         print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
               f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
+    if "negation" in mix:
+        n = mix["negation"]
+        print(f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one sentence "
+              f"({n['asked']} asked; each sentence is the query of its own version)", flush=True)
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]
         print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
@@ -279,7 +288,8 @@ def train(cfg: DictConfig) -> Path:
         data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items,
                                                  data.practice if t.scope.warmup_practice else None,
                                                  steps=t.scope.warmup, lr=t.scope.lr, seed=cfg.seed,
-                                                 prompt=query_prompt, until=t.scope.warmup_until)
+                                                 prompt=query_prompt, until=t.scope.warmup_until,
+                                                 rows=t.scope.warmup_rows)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process); checkpoint.py saves it with the state, as JSON.

@@ -4,7 +4,8 @@
          + exclusion.weight · ExclusionMargin     (NOT: excluded passage below every positive)
          + pairs.weight     · (InfoNCE on the plain questions: they retrieve the excluded passage
                                + QueryContrast: that passage prefers the plain form to the NOT form)
-         + retention.weight · KL to the frozen starting model (original data's queries)
+         + retention.weight · KL to the frozen starting model (original data's queries, and
+                               the Boolean ones of retention.operators)
          + decomposition.weight · (1 - cos to the starting model's decomposition of each NOT question)
          + scope.weight     · cross-entropy of the scope-pooling head's token classes (scope.py)
 
@@ -52,7 +53,7 @@ class TeacherEmbeddings:
     """The frozen teacher's embedding of every text the retention term can meet, computed once.
 
     The teacher never changes and runs in eval mode, so its embedding of a text is fixed: one
-    pass at set-up over the original data's queries (the only rows retention scores) and the
+    pass at set-up over the queries retention scores (`Item.retain`) and the
     pool's passages replaces a teacher forward over the whole batch on every step. Texts are
     tokenised by the training collator itself, so a row's key is the key of what the loop sees.
     The table is built in a fixed order (by length, then key) from the items alone, so a resumed
@@ -63,7 +64,7 @@ class TeacherEmbeddings:
                  device: torch.device | str = "cpu", batch_size: int = 64):
         self.index: dict[bytes, int] = {}
         self.table = torch.zeros((0, 0))
-        queries = sorted({it.query for it in items if it.original})
+        queries = sorted({it.query for it in items if it.retain})
         if not queries:  # no original data: retention never scores a row
             return
         passages = sorted({p for it in items for p in (*it.positives, *it.negatives)} | {""})  # "": the filler
@@ -138,7 +139,7 @@ class Objective:
                 self.pair_nce(plain, p, batch.passage_keys, batch.pair_positive_keys, targets=batch.pair_targets)
                 + self.pair_contrast(q_main[batch.pair_rows], plain, p[batch.pair_targets]))
         if self.retention is not None:
-            rows = batch.is_original
+            rows = batch.retained
             if bool(rows.any()):  # the teacher's embeddings of the chosen queries and the passages
                 idx = torch.nonzero(rows).flatten()
                 teacher_q = q_main.new_zeros((b, q_main.shape[1]), dtype=torch.float)

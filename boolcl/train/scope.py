@@ -166,32 +166,36 @@ def frozen_tokens(encoder, features: dict[str, torch.Tensor], batch_size: int, d
     return out
 
 
-def class_recall(head, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, batch_size: int) -> dict:
-    """Token accuracy and each class's recall over all rows (ignored tokens left out)."""
+def class_recall(head, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor,
+                 batches: list[tuple[int, torch.Tensor]]) -> dict:
+    """Token accuracy and each class's recall over all rows (ignored tokens left out), read in
+    `batches` of (width, row indices) as the warm-up forms them."""
     with torch.no_grad():
-        pred = torch.cat([head.scope_logits(tokens[lo:lo + batch_size], mask[lo:lo + batch_size]).argmax(-1)
-                          for lo in range(0, len(tokens), batch_size)])
-    known = labels != IGNORE
-    out = {"token_accuracy": float((pred[known] == labels[known]).float().mean()) if bool(known.any()) else None}
+        pred = torch.cat([head.scope_logits(tokens[idx, :w], mask[idx, :w]).argmax(-1).flatten() for w, idx in batches])
+    y = torch.cat([labels[idx, :w].flatten() for w, idx in batches])
+    known = y != IGNORE
+    out = {"token_accuracy": float((pred[known] == y[known]).float().mean()) if bool(known.any()) else None}
     for name, c in (("ordinary", ORDINARY), ("marker", MARKER), ("excluded", EXCLUDED)):
-        sel = labels == c
+        sel = y == c
         out[f"recall_{name}"] = float((pred[sel] == c).float().mean()) if bool(sel.any()) else None
     return out
 
 
 def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: float, seed: int,
-            prompt: str | None = None, rows: int = 1024, batch_size: int = 64, until: float = 0.0,
-            check_every: int = 20) -> dict:
+            prompt: str | None = None, rows: int = 512, batch_size: int = 64, until: float = 0.0) -> dict:
     """Fit the scope head alone on the frozen starting encoder's token embeddings, before training.
 
     The head starts from zero and the recipe has few steps: without this it is still unsure
     where the exclusion lies when the run ends. The rows are the training questions (NOT ones
     with their rules' spans) and practice sentences, at most `rows` of them; the encoder runs
-    once over them. With `until` > 0 it stops once every class's recall over the last
-    `check_every` batches reaches `until`: on the sample that is about a third of the 300
-    steps, after which the loss only creeps down on rows the head already labels right.
-    `steps` stays the most it takes. Returns the steps taken, the last loss and each class's
-    recall on all the rows."""
+    once over them. A batch holds rows of one length only (at most `batch_size`), visited in a
+    random order each pass: without padding the GRU runs unpacked, and a packed GRU's backward
+    fills a gradient the size of the whole batch at every token (on the sample: the same head
+    quality, or better, in 40% less time than random batches of all lengths). With `until` > 0
+    it stops at the end of the first pass after which every class's recall reaches `until`: on
+    the sample that is about 5 passes, 150-180 of the 300 steps, after which the loss only
+    creeps down on rows the head already labels right. `steps` stays the most it takes.
+    Returns the steps taken, the last loss and each class's recall on all the rows."""
     gen = torch.Generator().manual_seed(seed)
     texts = [it.query for it in items]
     spans = row_spans(texts, [it.question_type == "not" for it in items])
@@ -209,23 +213,34 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
     tokens = frozen_tokens(model[0], features, batch_size, device)
     mask, labels = features["attention_mask"].to(device), labels.to(device)
     optimizer = torch.optim.Adam(head.parameters(), lr=lr)
-    loss, taken = torch.zeros(()), 0
-    hits, seen = torch.zeros(3), torch.zeros(3)  # per class, over the batches since the last check
+    lengths = features["attention_mask"].sum(1)
+    right_padded = bool((features["attention_mask"].bool() == (torch.arange(mask.shape[1])[None, :] < lengths[:, None])).all())
+    batches = [(int(n) if right_padded else mask.shape[1], chunk)  # left padding: keep it, the GRU packs
+               for n in lengths.unique() for chunk in torch.split(torch.nonzero(lengths == n)[:, 0], batch_size)]
+    batches = [(w, idx.to(device)) for w, idx in batches]
+    loss, taken, recall = torch.zeros(()), 0, None
+    hits, seen = torch.zeros(3), torch.zeros(3)  # per class, over this pass
     for taken in range(1, steps + 1):
-        idx = torch.randint(len(texts), (min(batch_size, len(texts)),), generator=gen).to(device)
-        logits = head.scope_logits(tokens[idx], mask[idx])
-        loss = F.cross_entropy(logits.flatten(0, 1), labels[idx].flatten(), ignore_index=IGNORE)
+        if (taken - 1) % len(batches) == 0:  # a new pass over the rows, in a new order
+            visit = torch.randperm(len(batches), generator=gen).tolist()
+        width, idx = batches[visit[(taken - 1) % len(batches)]]
+        logits = head.scope_logits(tokens[idx, :width], mask[idx, :width])  # no padding: the GRU runs unpacked
+        y = labels[idx, :width]
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         if until:  # the check reads the predictions this step made anyway: it costs no extra forward
-            y, pred = labels[idx].flatten().cpu(), logits.detach().argmax(-1).flatten().cpu()
+            y, pred = y.flatten().cpu(), logits.detach().argmax(-1).flatten().cpu()
             known = y != IGNORE
             seen += torch.bincount(y[known], minlength=3)[:3]
             hits += torch.bincount(y[known & (pred == y)], minlength=3)[:3]
-            if taken % check_every == 0:
-                if bool(((hits >= until * seen) | (seen == 0)).all()):
-                    break
+            if taken % len(batches) == 0:  # a pass ends: every row was predicted once, before its step
+                if bool(((hits >= until * seen) | (seen == 0)).all()):  # confirmed on the head as it is now
+                    recall = class_recall(head, tokens, mask, labels, batches)
+                    if all(v is None or v >= until for k, v in recall.items() if k.startswith("recall_")):
+                        break
+                    recall = None
                 hits.zero_(), seen.zero_()
-    return {"rows": len(texts), "steps": taken, "loss": float(loss.detach()),
-            **class_recall(head, tokens, mask, labels, batch_size)}
+    recall = recall or class_recall(head, tokens, mask, labels, batches)
+    return {"rows": len(texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()), **recall}

@@ -1,0 +1,85 @@
+"""Negated statements: minimal pairs that differ only by a negation, built from the pool's own passages.
+
+An exclusion ("X other than Y") asks the retriever to leave a passage out; a negated
+statement ("Einstein did not enjoy it at that age") asks it to tell two nearly identical
+passages apart by one word. Mean pooling over a hundred tokens barely moves when "not"
+is added, so a bi-encoder scores both passages alike, and NevIR's paired accuracy falls below
+random. `train.negation.pairs=N` turns N passages of the training pool into two items each:
+
+    statement S (a sentence of passage P)       positive P,  hard negative P' (S negated in it)
+    statement S' (that sentence negated)        positive P', hard negative P
+
+so the only way to rank both right is to read the negation, in the query and in the passage.
+S is negated by rule: "not" goes in after the first auxiliary or form of "be" ("is" -> "is not",
+"can" -> "cannot"), or an existing negation is taken out ("does not" -> "does"). No labels,
+no LLM, and nothing from NevIR: only the training pool's passages, which never include the
+evaluation clusters'.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+
+from boolcl.train.mixing import Item
+
+QUESTION_TYPE = "statement"  # not "not": these rows get no exclusion, decomposition or retention, and the
+# scope head learns them as ordinary throughout (a negated statement excludes nothing)
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+_AUXILIARY = ("is", "are", "was", "were", "can", "could", "will", "would", "should", "may", "might", "must",
+              "does", "do", "did", "has been", "have been", "had been")
+_ADD = re.compile(r"\b(" + "|".join(a.replace(" ", r"\s+") for a in _AUXILIARY) + r")\b(?!\s+not\b)", re.IGNORECASE)
+_CONTRACTED = {"isn't": "is", "aren't": "are", "wasn't": "was", "weren't": "were", "can't": "can",
+               "couldn't": "could", "won't": "will", "wouldn't": "would", "shouldn't": "should",
+               "doesn't": "does", "don't": "do", "didn't": "did", "hasn't": "has", "haven't": "have",
+               "hadn't": "had", "mustn't": "must"}
+_REMOVE = re.compile(r"\b(cannot|" + "|".join(re.escape(c) for c in _CONTRACTED) + r"|(?:"
+                     + "|".join(sorted({a.split()[0] for a in _AUXILIARY})) + r")\s+not)\b", re.IGNORECASE)
+
+
+def negate(sentence: str) -> str | None:
+    """The sentence with its polarity flipped at its first negation or auxiliary, or None when
+    the rules find neither (a sentence with only a main verb: "Attacks begin after meals")."""
+    m = _REMOVE.search(sentence)
+    if m:
+        word = m.group(1)
+        low = word.lower()
+        plain = "can" if low == "cannot" else _CONTRACTED.get(low) or re.sub(r"\s+not$", "", word, flags=re.I)
+        plain = plain[:1].upper() + plain[1:] if word[:1].isupper() else plain
+        return sentence[:m.start()] + plain + sentence[m.end():]
+    m = _ADD.search(sentence)
+    if m is None:
+        return None
+    word = m.group(1)
+    first, *rest = word.split()
+    added = ("cannot" if word.lower() == "can" else "Cannot" if word == "Can"
+             else " ".join([first, "not", *rest]))  # "has been" -> "has not been"
+    return sentence[:m.start()] + added + sentence[m.end():]
+
+
+def _passage_id(passage_id: str, sentence: int) -> str:
+    return f"{passage_id}#negated-{sentence}-" + hashlib.blake2b(passage_id.encode(), digest_size=4).hexdigest()
+
+
+def statement_pairs(items: list[Item], n: int, seed: int) -> list[Item]:
+    """2 x min(n, passages that have a sentence the rules can negate) items, from the
+    positives of `items` (the training mix, so no evaluation passage), in an order fixed by `seed`."""
+    passages = sorted({(pid, text) for it in items for pid, text in zip(it.positive_ids, it.positives)})
+    rng = random.Random(f"negation/{seed}")
+    rng.shuffle(passages)
+    out: list[Item] = []
+    for pid, text in passages:
+        if len(out) >= 2 * n:
+            break
+        sentences = _SENTENCE.split(text.strip())
+        choices = [(i, s, negate(s)) for i, s in enumerate(sentences) if len(s.split()) >= 5 and not s.endswith("?")]
+        choices = [c for c in choices if c[2] is not None]
+        if not choices:
+            continue
+        i, s, flipped = rng.choice(choices)
+        other = " ".join(sentences[:i] + [flipped] + sentences[i + 1:])
+        oid, group = _passage_id(pid, i), f"negation/{pid}"
+        out.append(Item(s, [pid], [text], [oid], [other], QUESTION_TYPE, n_explicit=1, group=group))
+        out.append(Item(flipped, [oid], [other], [pid], [text], QUESTION_TYPE, n_explicit=1, group=group))
+    return out
