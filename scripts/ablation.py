@@ -19,19 +19,28 @@ import sys
 import time
 from pathlib import Path
 
-SWITCHES = {  # each addition of not_plus_tiny and how to switch it off
-    "exclusion": "train.exclusion.weight=0",
-    "pairs": "train.pairs.weight=0",
-    "retention": "train.retention.weight=0",
-    "cluster-batches": "train.group_by_cluster=false",
-    "decomposition": "train.decomposition.weight=0",
-    "scope": "train.scope.weight=0",
+SWITCHES = {  # each addition of not_plus_tiny and the overrides that switch it off
+    "exclusion": ["train.exclusion.weight=0"],
+    "pairs": ["train.pairs.weight=0"],
+    "retention": ["train.retention.weight=0"],
+    "cluster-batches": ["train.group_by_cluster=false"],
+    "decomposition": ["train.decomposition.weight=0"],
+    "scope": ["train.scope.weight=0"],
+    # AND and OR questions in the mix, over half the epochs (about the same number of steps); off: NOT only
+    "and-or": ["train.operators=[not]", "train.epochs=6"],
 }
+
+
+def switched_off(*names: str) -> list[str]:
+    return [o for name in names for o in SWITCHES[name]]
+
+
 # name -> overrides on top of recipe=not_plus_tiny (None: the untrained base model)
-VARIANTS = {"base": None, "paper-not": list(SWITCHES.values())}
-VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
-VARIANTS["not_plus-no-decomp"] = [SWITCHES["decomposition"], SWITCHES["scope"]]  # session 2's not_plus
-VARIANTS["not_plus-no-scope"] = [SWITCHES["scope"]]  # session 3's not_plus: what scope pooling adds
+VARIANTS = {"base": None, "paper-not": switched_off(*SWITCHES)}
+VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
+VARIANTS["not_plus-no-decomp"] = switched_off("decomposition", "scope", "and-or")  # session 2's not_plus
+VARIANTS["not_plus-no-scope"] = switched_off("scope", "and-or")  # session 3's not_plus: what scope pooling adds
+VARIANTS["not_plus-no-and-or"] = switched_off("and-or")  # session 6's not_plus: what AND/OR questions add
 VARIANTS["not_plus"] = []
 RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (scripts/generalisation.py shares all of this)
 

@@ -33,10 +33,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ablation import SWITCHES, parse_variant  # noqa: E402
+from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
 
-VARIANTS = {"paper-not": list(SWITCHES.values()), "not_plus": []}
-VARIANTS |= {f"+{name}": [off for other, off in SWITCHES.items() if other != name] for name in SWITCHES}
+VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": []}
+VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from conftest import ROOT
 from boolcl.config import compose
 from boolcl.errors import ConfigError
 from boolcl.train.mixing import build_mix
-from boolcl.train.negation import QUESTION_TYPE, negate, statement_pairs
+from boolcl.train.negation import QUESTION_TYPE, negate, question_pair, statement_pairs
 
 SAMPLE = ROOT / "boolcl" / "data" / "sample"
 
@@ -29,6 +29,16 @@ def test_negate_flips_the_first_auxiliary_or_takes_the_negation_out(sentence, fl
         assert negate(flipped) == sentence  # the flip undoes itself (a contraction comes back spelt out)
 
 
+@pytest.mark.parametrize("sentence, questions", [
+    ("Gallstones are hardened deposits.", ("What are hardened deposits?", "What are not hardened deposits?")),
+    ("When a stone blocks a duct, it can trigger pain.", ("What can trigger pain?", "What cannot trigger pain?")),
+    ("He did not enjoy it at that age.", ("What did not enjoy it at that age?", "What did enjoy it at that age?")),
+    ("This has been shown twice!", ("What has been shown twice?", "What has not been shown twice?")),
+])
+def test_question_pair_asks_from_the_auxiliary_on(sentence, questions):
+    assert question_pair(sentence, negate(sentence)) == questions
+
+
 def test_statement_pairs_differ_by_one_negated_sentence_and_stay_in_the_training_pool():
     items, _ = build_mix(compose(["recipe=not_plus_tiny"]))
     pairs = statement_pairs(items, 40, seed=1)
@@ -38,14 +48,21 @@ def test_statement_pairs_differ_by_one_negated_sentence_and_stay_in_the_training
     train_passages = {pid for it in items for pid in it.positive_ids}
     eval_passages = {c["passage_id"] for line in (SAMPLE / "eval.jsonl").read_text().splitlines()
                      for c in json.loads(line)["positive_ctxs"]}
-    for plain, negated in zip(pairs[::2], pairs[1::2]):
+    statements = statement_pairs(items, 40, seed=1, questions=False)
+    for plain, negated, said, unsaid in zip(pairs[::2], pairs[1::2], statements[::2], statements[1::2]):
         assert plain.question_type == negated.question_type == QUESTION_TYPE and plain.group == negated.group
-        # each statement is a sentence of its own version, and the other version is its hard negative
-        assert plain.query in plain.positives[0] and negated.query in negated.positives[0]
+        # the two versions of the passage differ by one sentence, the statement and its negation...
+        assert said.query in said.positives[0] and unsaid.query in unsaid.positives[0]
+        assert negate(said.query) == unsaid.query
+        assert said.positives[0].replace(said.query, unsaid.query) == unsaid.positives[0]
+        # ...each version is the other's hard negative...
         assert plain.negatives == negated.positives and negated.negatives == plain.positives
+        assert (plain.positives, plain.negatives) == (said.positives, said.negatives)
         assert plain.n_explicit == negated.n_explicit == 1
-        assert negate(plain.query) == negated.query
-        assert plain.positives[0].replace(plain.query, negated.query) == negated.positives[0]
+        # ...and the questions ask the same thing but for the negation, without quoting the sentence
+        assert plain.query.startswith("What ") and plain.query.endswith("?") and negate(plain.query) == negated.query
+        assert plain.query not in plain.positives[0]
+        assert plain.query[5:-1].split()[-1] in said.query  # the sentence's words from its auxiliary on
         assert plain.positive_ids[0] in train_passages and plain.positive_ids[0] not in eval_passages
         assert negated.positive_ids[0] not in train_passages  # the copy has an id of its own
     # asking for more than the pool has: each passage once, and nearly every one has a sentence to flip

@@ -247,3 +247,19 @@ def test_real_split_packaged_minilm(tmp_path):
     assert 0.0 < paired < 0.5
     q1, q2 = (res["metrics"][m]["ALL"]["value"] for m in ("Q1Acc", "Q2Acc"))
     print(f"NevIR test, offline-default: paired {100 * paired:.2f}, q1 {100 * q1:.2f}, q2 {100 * q2:.2f}")
+
+
+def test_pairs_whose_documents_only_differ_past_the_cut_are_reported(tmp_path):
+    """Cut to max_length tokens, two documents that differ only at their end are the same text:
+    the pair cannot count, and evaluate says so (and how many) instead of scoring it as a miss."""
+    shared = "The orchestra rehearsed for many weeks in the old hall by the river before the season. "
+    pairs = [*PAIRS[:2], {"id": "late", "q1": "Did the concert sell out?", "doc1": shared + "The concert sold out.",
+                          "q2": "Did the concert not sell out?", "doc2": shared + "The concert did not sell out."}]
+    data = write_pairs(tmp_path / "pairs.json", pairs)
+    with pytest.warns(UserWarning, match=r"1 of 3 pairs are the same text once cut to 16 tokens"):
+        evaluate("offline-default", f"data=nevir:{data}", f"out={tmp_path / 'short'}", "eval.max_length=16")
+    short = json.loads((tmp_path / "short" / "results.json").read_text())
+    assert short["settings"]["pairs_same_after_truncation"] == 1
+    assert short["per_query"]["PairedAcc"]["late"] == 0.0  # a tie is wrong
+    evaluate("offline-default", f"data=nevir:{data}", f"out={tmp_path / 'long'}", "eval.max_length=64")
+    assert json.loads((tmp_path / "long" / "results.json").read_text())["settings"]["pairs_same_after_truncation"] == 0

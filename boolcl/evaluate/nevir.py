@@ -14,6 +14,7 @@ and `<id>/doc2`; `run=FILE` scores such a file instead of a model.
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,16 @@ def similarities(model, nset: NevirSet, *, batch_size: int = 64, query_prompt: s
     n = len(pairs)
     d1, d2, q1, q2 = docs[:n], docs[n:], qs[:n], qs[n:]
     return np.stack([(q1 * d1).sum(1), (q1 * d2).sum(1), (q2 * d1).sum(1), (q2 * d2).sum(1)], axis=1)
+
+
+def same_after_truncation(model, nset: NevirSet, passage_prompt: str | None = None) -> int:
+    """How many pairs' two documents are the same tokens once cut to the model's max_seq_length:
+    their difference lies past the cut, so no model can order them (both sides tie, the pair is lost)."""
+    tok, limit = model.tokenizer, model.max_seq_length
+    prompt = passage_prompt or ""
+    cut = [tok([prompt + d for d in docs], truncation=True, max_length=limit)["input_ids"]
+           for docs in ([p.doc1 for p in nset.pairs], [p.doc2 for p in nset.pairs])]
+    return sum(a == b for a, b in zip(*cut))
 
 
 def to_run(nset: NevirSet, sims: np.ndarray) -> dict[str, list[tuple[str, float]]]:
@@ -120,8 +131,13 @@ def evaluate_nevir(bs: DataSpec, model_spec: str | None, cfg, *, show_progress: 
         sims = similarities(model, nset, batch_size=batch_size, query_prompt=q_prompt, passage_prompt=p_prompt,
                             show_progress=show_progress)
         timings["encode_s"] = time.perf_counter() - t0
+        same = same_after_truncation(model, nset, p_prompt)
+        if same:
+            warnings.warn(f"{bs.name}: the two documents of {same} of {len(nset.pairs)} pairs are the same text once cut "
+                          f"to {model.max_seq_length} tokens, so those pairs cannot count; raise eval.max_length "
+                          "(256 cuts none with MiniLM's tokenizer)", stacklevel=2)
         settings.update({"model": info, "batch_size": batch_size, "similarity": model.similarity_fn_name or "cosine",
                          "query_prompt": q_prompt, "passage_prompt": p_prompt,
-                         "max_seq_length": model.max_seq_length})
+                         "max_seq_length": model.max_seq_length, "pairs_same_after_truncation": same})
     settings.update({"questions": 2 * len(nset.pairs), "passages": 2 * len(nset.pairs), "pairs": len(nset.pairs)})
     return result_of(nset, sims, settings, timings), describe(nset, bs.name)

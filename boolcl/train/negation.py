@@ -58,13 +58,27 @@ def negate(sentence: str) -> str | None:
     return sentence[:m.start()] + added + sentence[m.end():]
 
 
+def question_pair(sentence: str, flipped: str) -> tuple[str, str]:
+    """The two versions as questions about their subject, asked the same way: "Gallstones are
+    hardened deposits." / "... are not ..." -> "What are hardened deposits?" / "What are not
+    hardened deposits?". Both keep the words from the auxiliary on, so they differ only by the
+    negation, as the passages do, and neither contains its passage's sentence word for word."""
+    i = next((k for k, (a, b) in enumerate(zip(sentence, flipped)) if a != b), min(len(sentence), len(flipped)))
+    start = max(sentence.rfind(" ", 0, i), 0)  # the word the edit is in...
+    if i and sentence[i - 1] == " ":  # ...or, when the edit starts a word, the auxiliary before it
+        start = max(sentence.rfind(" ", 0, i - 1), 0)
+    ask = lambda text: "What " + text[start:].strip().rstrip(".!;:") + "?"  # noqa: E731
+    return ask(sentence), ask(flipped)
+
+
 def _passage_id(passage_id: str, sentence: int) -> str:
     return f"{passage_id}#negated-{sentence}-" + hashlib.blake2b(passage_id.encode(), digest_size=4).hexdigest()
 
 
-def statement_pairs(items: list[Item], n: int, seed: int) -> list[Item]:
+def statement_pairs(items: list[Item], n: int, seed: int, questions: bool = True) -> list[Item]:
     """2 x min(n, passages that have a sentence the rules can negate) items, from the
-    positives of `items` (the training mix, so no evaluation passage), in an order fixed by `seed`."""
+    positives of `items` (the training mix, so no evaluation passage), in an order fixed by `seed`.
+    The queries are `question_pair`'s questions, or with `questions=False` the two sentences."""
     passages = sorted({(pid, text) for it in items for pid, text in zip(it.positive_ids, it.positives)})
     rng = random.Random(f"negation/{seed}")
     rng.shuffle(passages)
@@ -80,6 +94,7 @@ def statement_pairs(items: list[Item], n: int, seed: int) -> list[Item]:
         i, s, flipped = rng.choice(choices)
         other = " ".join(sentences[:i] + [flipped] + sentences[i + 1:])
         oid, group = _passage_id(pid, i), f"negation/{pid}"
-        out.append(Item(s, [pid], [text], [oid], [other], QUESTION_TYPE, n_explicit=1, group=group))
-        out.append(Item(flipped, [oid], [other], [pid], [text], QUESTION_TYPE, n_explicit=1, group=group))
+        q, q_flipped = question_pair(s, flipped) if questions else (s, flipped)
+        out.append(Item(q, [pid], [text], [oid], [other], QUESTION_TYPE, n_explicit=1, group=group))
+        out.append(Item(q_flipped, [oid], [other], [pid], [text], QUESTION_TYPE, n_explicit=1, group=group))
     return out
