@@ -5,8 +5,8 @@
     python scripts/bench_not_aware.py --json results/bench_not_aware.json
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
-some of its six additions switched off, as in scripts/ablation.py: `paper-not` has all six
-off, `not_plus` all on, `+NAME` only that one on. All run in this one process, one after the
+some of its seven additions switched off, as in scripts/ablation.py: `paper-not` has all of
+them off (NOT questions alone), `not_plus` all on, `+NAME` only that one on. All run in this one process, one after the
 other, on the same data, batch and seed, through the real `train()` loop. For each it prints
 
 - triples/s over the same steady-state window (log records `--warmup` .. last: the first

@@ -87,7 +87,7 @@ def test_retention_operators_add_those_boolean_questions_to_the_retained_rows():
     plain, _ = build_mix(compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]"]))
     assert {it.question_type for it in plain if it.retain} == {"simple"}  # by default: the original data only
     with pytest.raises(ConfigError, match=r"train\.retention\.operators"):
-        compose(["recipe=not_plus_tiny", "train.retention.operators=[and]"])  # the mix has NOT questions only
+        compose(["recipe=not_plus_tiny", "train.operators=[not]", "train.retention.operators=[and]"])  # NOT only
 
 
 def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():

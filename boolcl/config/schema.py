@@ -85,8 +85,10 @@ class ScopeCfg:
 @dataclass
 class NegationCfg:
     """Negated statements (train/negation.py): passages of the pool and copies with one sentence's
-    polarity flipped, each sentence the query of its own version, so "not" has to be read."""
+    polarity flipped, each version asked for by a question that differs from the other's by the
+    negation alone, so "not" has to be read. On the sample it did not help NevIR (README)."""
     pairs: int = 0  # passages turned into a (statement, negated statement) pair of items; 0: off
+    questions: bool = True  # ask for each version with a question; false: the sentence itself is the query
 
 
 @dataclass

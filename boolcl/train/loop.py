@@ -111,7 +111,7 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     t = cfg.train
     items, mix = build_mix(cfg)
     if t.negation.pairs:  # statement / negated-statement minimal pairs from the mix's own passages
-        extra = statement_pairs(items, t.negation.pairs, cfg.seed)
+        extra = statement_pairs(items, t.negation.pairs, cfg.seed, questions=t.negation.questions)
         mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs}
         items = items + extra
     synthetic = []
@@ -184,7 +184,7 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
     if "negation" in mix:
         n = mix["negation"]
         print(f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one sentence "
-              f"({n['asked']} asked; each sentence is the query of its own version)", flush=True)
+              f"({n['asked']} asked; each version has a question of its own)", flush=True)
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]
         print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "

@@ -6,10 +6,12 @@ passages apart by one word. Mean pooling over a hundred tokens barely moves when
 is added, so a bi-encoder scores both passages alike, and NevIR's paired accuracy falls below
 random. `train.negation.pairs=N` turns N passages of the training pool into two items each:
 
-    statement S (a sentence of passage P)       positive P,  hard negative P' (S negated in it)
-    statement S' (that sentence negated)        positive P', hard negative P
+    question about sentence S of passage P     positive P,  hard negative P' (S negated in it)
+    the same question negated (about S')       positive P', hard negative P
 
-so the only way to rank both right is to read the negation, in the query and in the passage.
+("What are hardened deposits of digestive fluid?" / "What are not hardened deposits of
+digestive fluid?"), so the only way to rank both right is to read the negation, in the
+question and in the passage.
 S is negated by rule: "not" goes in after the first auxiliary or form of "be" ("is" -> "is not",
 "can" -> "cannot"), or an existing negation is taken out ("does not" -> "does"). No labels,
 no LLM, and nothing from NevIR: only the training pool's passages, which never include the
