@@ -163,6 +163,20 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
         assert nevir_base["cells"][run]["PairedAcc"]["ALL"]["value"] == pytest.approx(
             100 * results["metrics"]["PairedAcc"]["ALL"]["value"])
     assert "paired accuracy" in (out / "summary.md").read_text()
+    # NevIR is scored at 256 tokens (cut at the recipe's 128 its two documents can be the same text);
+    # a result scored at another length is scored again rather than kept
+    length = lambda data, run: json.loads((out / data / "runs" / run / "results.json").read_text())[  # noqa: E731
+        "settings"]["max_seq_length"]
+    assert length("nevir", "base") == 256 and length("sample", "base") == 128
+    stale = out / "nevir" / "runs" / "base" / "results.json"
+    record = json.loads(stale.read_text())
+    record["settings"]["max_seq_length"] = 128
+    stale.write_text(json.dumps(record))
+    third = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    text = " ".join(third.stdout.split())
+    assert "scored at max length 128, now 256" in text and "0 trained, 1 evaluated, 8 evaluations kept" in text
+    assert length("nevir", "base") == 256
 
 
 def test_summary_marks_tests_against_base_and_paper_and_drops_a_repeated_all_column():
