@@ -328,17 +328,17 @@ def main(argv: list[str] | None = None) -> int:
         overrides = variants[variant] or []
         if variant == BASE:
             model = str(base_cfg.model)
-            eval_over = [RECIPE, *args.overrides]  # the embedding cache serves the base model on reruns
+            eval_over = list(args.overrides)  # the embedding cache serves the base model on reruns
         else:
             if train_once(variant, seed, overrides, args.overrides, folder, console):
                 counts["trained"] += 1
                 for ds in datasets:  # results of an earlier model in this folder are stale now
                     shutil.rmtree(out / ds.name / "runs" / name, ignore_errors=True)
             model = str(folder)
-            eval_over = [RECIPE, *overrides, *args.overrides, f"seed={seed}", "eval.cache=false"]
+            eval_over = [*overrides, *args.overrides, f"seed={seed}", "eval.cache=false"]
         for ds in datasets:
             t0 = time.perf_counter()
-            cfg = compose([RECIPE, *ds.overrides, *eval_over[1:], f"data={ds.spec}"])
+            cfg = compose([RECIPE, *ds.overrides, *eval_over, f"data={ds.spec}"])  # the data set's first: yours win
             if evaluate_once(model, cfg, out / ds.name / "runs" / name, console):
                 counts["evaluated"] += 1
                 console.print(f"{name} on {ds.name}: {time.perf_counter() - t0:.0f} s")

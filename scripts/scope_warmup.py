@@ -4,7 +4,7 @@
     python scripts/scope_warmup.py --seeds 1 2 3 train.scope.warmup_rows=1024
 
 Builds the model and training mix exactly as `train()` does (the same config, the same
-set-up), fits the head with `scope.warm_up` once per seed, and scores it on the sample's
+set-up), fits the head with the warm-up `train()` runs (`loop.warm_up_scope`) once per seed, and scores it on the sample's
 held-out clusters (`eval.jsonl`), against the decomposer's rules' spans:
 
 - NOT questions: the share of tokens labelled as the rules label them, and of excluded
@@ -57,9 +57,8 @@ def main() -> None:
 
     import torch
 
-    from boolcl import pooling
     from boolcl.config import compose
-    from boolcl.train import loop, scope
+    from boolcl.train import loop
 
     for seed in args.seeds:
         cfg = compose(["recipe=not_plus_tiny", "train.eval_every=0", f"seed={seed}", *args.overrides])
@@ -69,10 +68,7 @@ def main() -> None:
         query_prompt, passage_prompt = loop.prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
         data = loop.build_data(cfg, model, t.batch_size, query_prompt, passage_prompt)
         start = time.perf_counter()
-        report = scope.warm_up(model, pooling.scope_pooling(model), data.items,
-                               data.practice if t.scope.warmup_practice else None, steps=t.scope.warmup,
-                               lr=t.scope.lr, seed=seed, prompt=query_prompt, until=t.scope.warmup_until,
-                               rows=t.scope.warmup_rows)
+        report = loop.warm_up_scope(cfg, model, data, query_prompt)
         seconds = time.perf_counter() - start
         quality = held_out_quality(model, query_prompt)
         print(json.dumps({"seed": seed, "seconds": round(seconds, 2), "steps": report["steps"], "rows": report["rows"],

@@ -81,7 +81,7 @@ def test_query_contrast_is_the_logistic_loss_of_the_score_gap():
 def test_retention_operators_add_those_boolean_questions_to_the_retained_rows():
     cfg = compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]", "train.retention.operators=[and,or]"])
     items, mix = build_mix(cfg)
-    assert all(it.retain == (it.original or it.question_type in ("and", "or")) for it in items)
+    assert all(it.retain == (it.question_type in ("simple", "and", "or")) for it in items)  # simple: the original data
     assert {it.question_type for it in items if it.retain} == {"and", "or", "simple"}
     assert mix["boolean"]["retained"] == sum(it.question_type in ("and", "or") for it in items) > 0
     plain, _ = build_mix(compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]"]))
@@ -171,7 +171,7 @@ def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool,
     from boolcl.train.objective import TeacherEmbeddings, frozen_copy
 
     model = load_model(str(tiny_model_dir))
-    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True, retain=True)]
+    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", retain=True)]
     collator = Collator(model.tokenizer, 16, 1)
     cache = TeacherEmbeddings(frozen_copy(model), items, collator)
     assert len(cache) == 4  # the query, its two passages and the empty filler
@@ -205,7 +205,7 @@ def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     items = [Item("not q", ["a", "b"], ["A", "B"], ["x", "m"], ["X", "M"], "not", n_explicit=1, partner="plain q"),
-             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", original=True, retain=True),
+             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", retain=True),
              Item("and q", ["d"], ["D"], ["c"], ["C"], "and", n_explicit=1)]
     ds = ItemDataset(items, n_negatives=2)
     batch = Collator(tok, 16, 2, pairs=True)([ds[i] for i in range(3)])

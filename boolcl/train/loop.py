@@ -35,8 +35,8 @@ from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
-from boolcl.train.negation import statement_pairs
 from boolcl.train.mixing import Item, build_mix
+from boolcl.train.negation import statement_pairs
 from boolcl.train.objective import Objective, frozen_copy
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
@@ -134,6 +134,14 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
     return Data(items, mix, dataset, loader, practice)
+
+
+def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
+    """Fit the scope head alone before the first step, as the recipe's train.scope says (scope.warm_up)."""
+    s = cfg.train.scope
+    return scope.warm_up(model, pooling.scope_pooling(model), data.items,
+                         data.practice if s.warmup_practice else None, steps=s.warmup, lr=s.lr, seed=cfg.seed,
+                         prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows)
 
 
 @dataclass
@@ -285,11 +293,7 @@ def train(cfg: DictConfig) -> Path:
                           items=data.items, collator=data.loader.collate_fn, device=accelerator.device)
     del teacher
     if t.scope.weight and t.scope.warmup and resume_from is None:
-        data.mix["scope_warmup"] = scope.warm_up(model, pooling.scope_pooling(model), data.items,
-                                                 data.practice if t.scope.warmup_practice else None,
-                                                 steps=t.scope.warmup, lr=t.scope.lr, seed=cfg.seed,
-                                                 prompt=query_prompt, until=t.scope.warmup_until,
-                                                 rows=t.scope.warmup_rows)
+        data.mix["scope_warmup"] = warm_up_scope(cfg, model, data, query_prompt)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process); checkpoint.py saves it with the state, as JSON.

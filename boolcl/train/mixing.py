@@ -36,7 +36,6 @@ class Item:
     negative_scores: list[float | None] | None = None
     n_explicit: int = 0  # the first n_explicit negatives are labelled (negative_ctxs), the rest mined
     partner: str | None = None  # NOT: the question without its exclusion (provenance)
-    original: bool = False  # from the original training data, not the Boolean set
     retain: bool = False  # retention scores this query: the original data's, and train.retention.operators' Boolean ones
     group: str | None = None  # the passage group (cluster) the question was written over
     not_parts: tuple[str, str, str] | None = None  # NOT: (kept question, dropped part, source)
@@ -113,7 +112,7 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
         pool, pool_corpus = load_training_pool(t.original)
         original = to_items(pool, pool_corpus, t.original)
     for it in original:  # whatever the source: retention distils on these queries
-        it.original = it.retain = True
+        it.retain = True
     for it in items:  # and on the Boolean questions of the types asked for (the frozen model is good at AND and OR)
         it.retain = it.question_type in set(t.retention.operators)
     rng.shuffle(original)

@@ -143,6 +143,12 @@ class ScopeLoss(torch.nn.Module):
         return (q + p) / 2
 
 
+def right_padded(mask: torch.Tensor) -> bool:
+    """Whether every row's tokens come first and its padding after, so row[:length] is the row."""
+    lengths = mask.sum(1)
+    return bool((mask.bool() == (torch.arange(mask.shape[1])[None, :] < lengths[:, None])).all())
+
+
 @torch.no_grad()
 def frozen_tokens(encoder, features: dict[str, torch.Tensor], batch_size: int, device) -> torch.Tensor:
     """The encoder's token embeddings of every row, (rows, tokens, dim) in float32, zero at padding.
@@ -154,10 +160,10 @@ def frozen_tokens(encoder, features: dict[str, torch.Tensor], batch_size: int, d
     lengths = mask.sum(1)
     order = torch.argsort(lengths, stable=True)
     out = None
-    right_padded = bool((mask.bool() == (torch.arange(mask.shape[1])[None, :] < lengths[:, None])).all())
+    cut = right_padded(mask)
     for lo in range(0, len(order), batch_size):
         rows = order[lo:lo + batch_size]
-        width = int(lengths[rows].max()) if right_padded else mask.shape[1]
+        width = int(lengths[rows].max()) if cut else mask.shape[1]
         chunk = {k: v[rows, :width].to(device) for k, v in features.items()}
         emb = encoder(chunk)["token_embeddings"].float() * chunk["attention_mask"][..., None]
         if out is None:
@@ -213,11 +219,9 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
     tokens = frozen_tokens(model[0], features, batch_size, device)
     mask, labels = features["attention_mask"].to(device), labels.to(device)
     optimizer = torch.optim.Adam(head.parameters(), lr=lr)
-    lengths = features["attention_mask"].sum(1)
-    right_padded = bool((features["attention_mask"].bool() == (torch.arange(mask.shape[1])[None, :] < lengths[:, None])).all())
-    batches = [(int(n) if right_padded else mask.shape[1], chunk)  # left padding: keep it, the GRU packs
+    lengths, cut = features["attention_mask"].sum(1), right_padded(features["attention_mask"])
+    batches = [(int(n) if cut else mask.shape[1], chunk.to(device))  # left padding: keep it, the GRU packs
                for n in lengths.unique() for chunk in torch.split(torch.nonzero(lengths == n)[:, 0], batch_size)]
-    batches = [(w, idx.to(device)) for w, idx in batches]
     loss, taken, recall = torch.zeros(()), 0, None
     hits, seen = torch.zeros(3), torch.zeros(3)  # per class, over this pass
     for taken in range(1, steps + 1):
