@@ -1,0 +1,123 @@
+"""Where the scope head fires, and what that does to the data sets nobody here wrote.
+
+    python scripts/scope_diagnostics.py results/generalisation --runs paper-not-s1 not_plus-s1
+
+Reads the folder `scripts/generalisation.py` wrote (its results and checkpoints) and prints,
+for each run named:
+
+- unseen wordings: NOT questions' MRR@10 and NegRecall@10 per exclusion wording, and the share
+  of them in which the run's scope head marks any token as excluded;
+- NevIR: paired accuracy by whether the head marks an exclusion in the pair's first question,
+  its second, both or neither.
+
+A run without a scope head (`base`, the paper-style recipe) has no firing to report; its
+figures per wording are still printed. Nothing is trained or encoded but the questions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from boolcl.words import UNSEEN_WORDINGS
+
+FIELD = re.compile(r"\{(?:keep|keep_lc|drop)\}")
+
+
+def wording_of(question: str) -> str | None:
+    """The UNSEEN_WORDINGS template a question was written with: the one whose literal words all
+    occur in it, in order (None if no template fits)."""
+    low = question.lower()
+    for template in UNSEEN_WORDINGS:
+        pieces = [p.strip(" ,?").lower() for p in FIELD.split(template)]
+        at, found = 0, True
+        for piece in (p for p in pieces if p):
+            at = low.find(piece, at)
+            if at < 0:
+                found = False
+                break
+            at += len(piece)
+        if found:
+            return template
+    return None
+
+
+def head_fires(model_dir: Path | None, questions: list[str]) -> list[bool] | None:
+    """Per question, whether the model's scope head marks any token EXCLUDED; None without a head."""
+    if model_dir is None or not (model_dir / "modules.json").exists():
+        return None
+    if "ScopePooling" not in (model_dir / "modules.json").read_text():
+        return None
+    import torch
+
+    from boolcl.pooling import EXCLUDED
+    from boolcl.retrieval.models import load_model
+
+    model = load_model(str(model_dir)).eval()
+    out = []
+    for lo in range(0, len(questions), 256):
+        f = dict(model.tokenizer(questions[lo:lo + 256], padding=True, truncation=True,
+                                 max_length=model.max_seq_length, return_tensors="pt"))
+        with torch.no_grad():
+            pred = model(dict(f))["scope_logits"].argmax(-1)
+        out += ((pred == EXCLUDED) & f["attention_mask"].bool()).any(1).tolist()
+    return out
+
+
+def per_query(results: Path) -> dict:
+    return json.loads(results.read_text())["per_query"]
+
+
+def unseen_table(root: Path, run: str) -> list[str]:
+    rows = [json.loads(x) for x in (root / "data" / "unseen" / "eval.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r["question_type"] == "not"]
+    scores = per_query(root / "unseen" / "runs" / run / "results.json")
+    fires = head_fires(root / "runs" / run, [r["question"] for r in rows])
+    groups: dict = defaultdict(list)
+    for i, r in enumerate(rows):
+        groups[wording_of(r["question"]) or "(other)"].append(i)
+    lines = [f"unseen wordings, {run}:", "| wording | questions | MRR@10 NOT | NegRecall@10 NOT | head marks an exclusion |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for template, idx in sorted(groups.items()):
+        mrr = 100 * sum(scores["MRR@10"][rows[i]["qid"]] for i in idx) / len(idx)
+        neg = 100 * sum(scores["NegRecall@10"][rows[i]["qid"]] for i in idx) / len(idx)
+        fired = "-" if fires is None else f"{100 * sum(fires[i] for i in idx) / len(idx):.0f}%"
+        lines.append(f"| `{template}` | {len(idx)} | {mrr:.2f} | {neg:.2f} | {fired} |")
+    return lines
+
+
+def nevir_table(root: Path, run: str) -> list[str]:
+    results = json.loads((root / "nevir" / "runs" / run / "results.json").read_text())
+    pairs = json.loads(Path(results["data"]["source"]).read_text())
+    paired = results["per_query"]["PairedAcc"]
+    fires = [head_fires(root / "runs" / run, [p[k] for p in pairs]) for k in ("q1", "q2")]
+    if fires[0] is None:
+        return [f"NevIR, {run}: no scope head; paired accuracy {100 * sum(paired.values()) / len(paired):.2f}"]
+    groups: dict = defaultdict(list)
+    for p, a, b in zip(pairs, *fires):
+        groups[(a, b)].append(paired[p["id"]])
+    names = {(False, False): "neither", (True, False): "q1 only", (False, True): "q2 only", (True, True): "both"}
+    lines = [f"NevIR, {run}:", "| head marks an exclusion in | pairs | paired accuracy |", "| --- | ---: | ---: |"]
+    for key in names:
+        if groups[key]:
+            lines.append(f"| {names[key]} | {len(groups[key])} | {100 * sum(groups[key]) / len(groups[key]):.2f} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path, help="the folder scripts/generalisation.py wrote (--out)")
+    ap.add_argument("--runs", nargs="+", required=True, help="run names, e.g. not_plus-s1 (base: the untrained model)")
+    args = ap.parse_args()
+    for run in args.runs:
+        for table, needs in ((unseen_table, "unseen"), (nevir_table, "nevir")):
+            if not (args.report / needs / "runs" / run / "results.json").exists():
+                print(f"{needs}, {run}: no results in {args.report / needs / 'runs' / run}\n")
+                continue
+            print("\n".join(table(args.report, run)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
