@@ -90,7 +90,10 @@ def unseen_table(root: Path, run: str) -> list[str]:
 
 def nevir_table(root: Path, run: str) -> list[str]:
     results = json.loads((root / "nevir" / "runs" / run / "results.json").read_text())
-    pairs = json.loads(Path(results["data"]["source"]).read_text())
+    source = Path(results["data"]["source"])
+    if not source.is_file():  # scored from the hub, or the file moved: the questions are needed here
+        return [f"NevIR, {run}: the pairs it was scored on ({source}) are not a file here"]
+    pairs = json.loads(source.read_text())
     paired = results["per_query"]["PairedAcc"]
     fires = [head_fires(root / "runs" / run, [p[k] for p in pairs]) for k in ("q1", "q2")]
     if fires[0] is None:
