@@ -44,18 +44,24 @@ def wording_of(question: str) -> str | None:
     return None
 
 
-def head_fires(model_dir: Path | None, questions: list[str]) -> list[bool] | None:
-    """Per question, whether the model's scope head marks any token EXCLUDED; None without a head."""
-    if model_dir is None or not (model_dir / "modules.json").exists():
+def load_headed(model_dir: Path):
+    """The run's model when it has a scope head (loaded once per run), else None."""
+    modules = model_dir / "modules.json"
+    if not modules.exists() or "ScopePooling" not in modules.read_text():
         return None
-    if "ScopePooling" not in (model_dir / "modules.json").read_text():
+    from boolcl.retrieval.models import load_model
+
+    return load_model(str(model_dir)).eval()
+
+
+def head_fires(model, questions: list[str]) -> list[bool] | None:
+    """Per question, whether the model's scope head marks any token EXCLUDED; None without a head."""
+    if model is None:
         return None
     import torch
 
     from boolcl.pooling import EXCLUDED
-    from boolcl.retrieval.models import load_model
 
-    model = load_model(str(model_dir)).eval()
     out = []
     for lo in range(0, len(questions), 256):
         f = dict(model.tokenizer(questions[lo:lo + 256], padding=True, truncation=True,
@@ -70,11 +76,11 @@ def per_query(results: Path) -> dict:
     return json.loads(results.read_text())["per_query"]
 
 
-def unseen_table(root: Path, run: str) -> list[str]:
+def unseen_table(root: Path, run: str, model) -> list[str]:
     rows = [json.loads(x) for x in (root / "data" / "unseen" / "eval.jsonl").read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r["question_type"] == "not"]
     scores = per_query(root / "unseen" / "runs" / run / "results.json")
-    fires = head_fires(root / "runs" / run, [r["question"] for r in rows])
+    fires = head_fires(model, [r["question"] for r in rows])
     groups: dict = defaultdict(list)
     for i, r in enumerate(rows):
         groups[wording_of(r["question"]) or "(other)"].append(i)
@@ -88,18 +94,18 @@ def unseen_table(root: Path, run: str) -> list[str]:
     return lines
 
 
-def nevir_table(root: Path, run: str) -> list[str]:
+def nevir_table(root: Path, run: str, model) -> list[str]:
     results = json.loads((root / "nevir" / "runs" / run / "results.json").read_text())
     source = Path(results["data"]["source"])
     if not source.is_file():  # scored from the hub, or the file moved: the questions are needed here
         return [f"NevIR, {run}: the pairs it was scored on ({source}) are not a file here"]
     pairs = json.loads(source.read_text())
     paired = results["per_query"]["PairedAcc"]
-    fires = [head_fires(root / "runs" / run, [p[k] for p in pairs]) for k in ("q1", "q2")]
-    if fires[0] is None:
+    fires = head_fires(model, [p["q1"] for p in pairs] + [p["q2"] for p in pairs])
+    if fires is None:
         return [f"NevIR, {run}: no scope head; paired accuracy {100 * sum(paired.values()) / len(paired):.2f}"]
     groups: dict = defaultdict(list)
-    for p, a, b in zip(pairs, *fires):
+    for p, a, b in zip(pairs, fires[:len(pairs)], fires[len(pairs):]):
         groups[(a, b)].append(paired[p["id"]])
     names = {(False, False): "neither", (True, False): "q1 only", (False, True): "q2 only", (True, True): "both"}
     lines = [f"NevIR, {run}:", "| head marks an exclusion in | pairs | paired accuracy |", "| --- | ---: | ---: |"]
@@ -115,11 +121,12 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+", required=True, help="run names, e.g. not_plus-s1 (base: the untrained model)")
     args = ap.parse_args()
     for run in args.runs:
+        model = load_headed(args.report / "runs" / run)
         for table, needs in ((unseen_table, "unseen"), (nevir_table, "nevir")):
             if not (args.report / needs / "runs" / run / "results.json").exists():
                 print(f"{needs}, {run}: no results in {args.report / needs / 'runs' / run}\n")
                 continue
-            print("\n".join(table(args.report, run)) + "\n")
+            print("\n".join(table(args.report, run, model)) + "\n")
 
 
 if __name__ == "__main__":
