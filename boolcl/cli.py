@@ -168,8 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("explain", "show what a model reads in one question: scope-pooling weights per token, top 10 passages",
             cmd_explain,
             "For a model with scope pooling (train.scope), prints each token of the question with the head's\n"
-            "probabilities (ordinary / negation marker / excluded) and its pooling weight\n"
-            "p(ordinary) - drop*p(excluded); a mean-pooled model has no head to show. With data=... (sample,\n"
+            "probabilities (ordinary / negation marker / excluded) and its pooling weight (p(ordinary) -\n"
+            "drop*p(excluded) in the default mode); a mean-pooled model has no head to show. With data=... (sample,\n"
             "a folder, boolquestions-*) it also lists the top 10 passages, marking the excluded passage\n"
             "(negative_ctxs) and the positives when the question is one of that set's questions.\n"
             'Example: boolcl explain checkpoints/not_plus_tiny-... "Which instruments are bowed, other than the cello?" data=sample')

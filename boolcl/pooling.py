@@ -8,7 +8,8 @@ NOT NegRecall@10 on the sample's held-out clusters from 99.2 to 43.3 (README: re
 
 `ScopePooling` learns where the exclusion is: a small bidirectional GRU reads the contextual
 token embeddings and says, per token, whether it is ordinary, a negation marker or inside
-the exclusion; the pooling weight is p(ordinary) - drop * p(excluded). A scope is a span
+the exclusion; by default (mode `tokens`) the pooling weight is p(ordinary) - drop * p(excluded),
+and mode `parts` subtracts the excluded part's mean from the kept part's (`ScopePooling`). A scope is a span
 ("after the marker, up to the comma or the end"), which a recurrent layer finds from the
 marker alone: fitted on the frozen MiniLM's tokens, a linear head recalls 31% of the
 held-out excluded tokens and the GRU 73%. The trainer teaches it from the rules' spans and
@@ -29,14 +30,28 @@ ORDINARY, MARKER, EXCLUDED = 0, 1, 2  # the head's classes (train/scope.py label
 START_BIAS = 6.0  # p(ordinary) = 0.995 for every token before training
 
 
+MODES = ("tokens", "parts")
+FULL_EXCLUSION = 0.1  # parts: an excluded part this large against the kept one (in tokens) counts in full
+
+
 class ScopePooling(Module):
-    """Weighted mean of token embeddings, weight = p(ordinary) - drop * p(excluded) per token."""
+    """Weighted mean of token embeddings. `mode` says how the exclusion counts against the query:
 
-    config_keys = ["embedding_dimension", "drop", "hidden"]
+    - tokens: each token weighs p(ordinary) - drop * p(excluded), so the excluded part pulls in
+      proportion to its length: a long excluded part after a short question outweighs it and
+      takes the query off its topic.
+    - parts: the mean of the ordinary tokens minus drop * (the mean of the excluded tokens):
+      the question minus drop times what it excludes, whatever their lengths. The subtraction
+      is gated by the excluded part's size against the kept part's, in full from a tenth
+      (FULL_EXCLUSION) up: a passage or long query with a stray uncertain token keeps its mean."""
 
-    def __init__(self, embedding_dimension: int, drop: float = 1.0, hidden: int = 64):
+    config_keys = ["embedding_dimension", "drop", "hidden", "mode"]
+
+    def __init__(self, embedding_dimension: int, drop: float = 1.0, hidden: int = 64, mode: str = "tokens"):
         super().__init__()
-        self.embedding_dimension, self.drop, self.hidden = embedding_dimension, float(drop), hidden
+        if mode not in MODES:
+            raise ValueError(f"scope pooling mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.embedding_dimension, self.drop, self.hidden, self.mode = embedding_dimension, float(drop), hidden, mode
         self.rnn = torch.nn.GRU(embedding_dimension, hidden, batch_first=True, bidirectional=True)
         self.head = torch.nn.Linear(2 * hidden, 3)
         torch.nn.init.zeros_(self.head.weight)
@@ -56,13 +71,24 @@ class ScopePooling(Module):
             out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
             return self.head(out)
 
+    def token_weights(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(rows, tokens) weights in the pooled sum, from class probabilities p (rows, tokens, 3) and
+        the attention mask, in units of a plain mean's (where every token weighs 1); 0 at padding."""
+        mask = mask.to(p.dtype)
+        ordinary, excluded = p[..., ORDINARY] * mask, p[..., EXCLUDED] * mask
+        if self.mode == "tokens":
+            return ordinary - self.drop * excluded
+        n, kept, dropped = mask.sum(-1, keepdim=True), ordinary.sum(-1, keepdim=True), excluded.sum(-1, keepdim=True)
+        gate = (dropped / kept.clamp(min=1e-9) / FULL_EXCLUSION).clamp(max=1)
+        return n * (ordinary / kept.clamp(min=1e-9) - self.drop * gate * excluded / dropped.clamp(min=1e-9))
+
     def forward(self, features: dict, **kwargs) -> dict:
         tokens = features["token_embeddings"]
-        mask = features["attention_mask"].to(tokens.dtype).unsqueeze(-1)
-        logits = self.scope_logits(tokens, features["attention_mask"])
-        p = logits.softmax(-1)
-        weight = (p[..., ORDINARY] - self.drop * p[..., EXCLUDED]).to(tokens.dtype).unsqueeze(-1)
-        features["sentence_embedding"] = (weight * mask * tokens).sum(1) / mask.sum(1).clamp(min=1e-9)
+        mask = features["attention_mask"]
+        logits = self.scope_logits(tokens, mask)
+        weight = self.token_weights(logits.softmax(-1), mask).to(tokens.dtype).unsqueeze(-1)
+        n = mask.to(tokens.dtype).sum(1).unsqueeze(-1)
+        features["sentence_embedding"] = (weight * tokens).sum(1) / n.clamp(min=1e-9)
         features["scope_logits"] = logits  # for the trainer's scope loss
         return features
 
@@ -88,14 +114,16 @@ def scope_pooling(model) -> ScopePooling | None:
     return next((m for m in model.children() if isinstance(m, ScopePooling)), None)
 
 
-def install(model, drop: float, hidden: int = 64) -> ScopePooling:
+def install(model, drop: float, hidden: int = 64, mode: str = "tokens") -> ScopePooling:
     """Swap a SentenceTransformer's mean pooling for scope pooling (kept if it has one already).
 
     Raises ValueError for any other pooling: the head reweights a mean, and a CLS or max
     pooled model would change what it computes."""
+    if mode not in MODES:
+        raise ValueError(f"scope pooling mode must be one of {', '.join(MODES)}, got {mode!r}")
     existing = scope_pooling(model)
     if existing is not None:
-        existing.drop = float(drop)
+        existing.drop, existing.mode = float(drop), mode
         return existing
     try:
         from sentence_transformers.sentence_transformer.modules import Pooling
@@ -105,13 +133,13 @@ def install(model, drop: float, hidden: int = 64) -> ScopePooling:
     for name, module in model.named_children():
         if isinstance(module, Pooling):
             cfg = module.get_config_dict()
-            mode = cfg.get("pooling_mode")  # sentence-transformers 6; 5 has one flag per mode
-            if mode is None:
+            pools = cfg.get("pooling_mode")  # sentence-transformers 6; 5 has one flag per mode
+            if pools is None:
                 on = [k.removeprefix("pooling_mode_") for k, v in cfg.items() if k.startswith("pooling_mode_") and v]
-                mode = on[0] if len(on) == 1 else "+".join(on)
-            if mode not in ("mean", "mean_tokens"):
-                raise ValueError(f"train.scope needs a mean-pooled model; this one pools with {mode!r}")
-            head = ScopePooling(cfg.get("embedding_dimension") or cfg["word_embedding_dimension"], drop, hidden)
+                pools = on[0] if len(on) == 1 else "+".join(on)
+            if pools not in ("mean", "mean_tokens"):
+                raise ValueError(f"train.scope needs a mean-pooled model; this one pools with {pools!r}")
+            head = ScopePooling(cfg.get("embedding_dimension") or cfg["word_embedding_dimension"], drop, hidden, mode)
             model._modules[name] = head.to(next(model.parameters()).device)
             return head
     raise ValueError("train.scope needs a model with a Pooling module; this one has none")

@@ -8,7 +8,11 @@ for each run named:
 - unseen wordings: NOT questions' MRR@10 and NegRecall@10 per exclusion wording, and the share
   of them in which the run's scope head marks any token as excluded;
 - NevIR: paired accuracy by whether the head marks an exclusion in the pair's first question,
-  its second, both or neither.
+  its second, both or neither;
+- the sample: NOT questions whose first hit is not a positive, by what ranks first instead
+  (the excluded passage, another passage of the question's cluster, a passage of another
+  cluster) and at what score: a query that subtracts too much leaves its topic, and passages
+  of unrelated clusters come first at low similarity.
 
 A run without a scope head (`base`, the paper-style recipe) has no firing to report; its
 figures per wording are still printed. Nothing is trained or encoded but the questions.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -115,6 +120,34 @@ def nevir_table(root: Path, run: str, model) -> list[str]:
     return lines
 
 
+SAMPLE_EVAL = Path(__file__).resolve().parent.parent / "boolcl" / "data" / "sample" / "eval.jsonl"
+
+
+def misses_table(root: Path, run: str, model=None) -> list[str]:
+    rows = [json.loads(x) for x in SAMPLE_EVAL.read_text().splitlines() if x.strip()]
+    ranked: dict = defaultdict(list)
+    for line in (root / "sample" / "runs" / run / "run.trec").read_text().splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        ranked[qid].append((doc, float(score)))
+    rows = [r for r in rows if r["question_type"] == "not" and ranked[r["qid"]]]
+    groups: dict = defaultdict(list)
+    for r in rows:
+        positives = {c["passage_id"] for c in r["positive_ctxs"]}
+        excluded = {c["passage_id"] for c in r["negative_ctxs"]}
+        top, score = ranked[r["qid"]][0]
+        if top in positives:
+            continue
+        cluster = r["qid"].split("/")[0]
+        kind = ("the excluded passage" if top in excluded else
+                "another passage of its cluster" if top.split("/")[0] == cluster else "a passage of another cluster")
+        groups[kind].append(score)
+    lines = [f"sample, {run}: of {len(rows)} NOT questions, {sum(map(len, groups.values()))} have something "
+             "other than a positive first", "| first instead | questions | its score, median |", "| --- | ---: | ---: |"]
+    for kind, scores in sorted(groups.items()):
+        lines.append(f"| {kind} | {len(scores)} | {statistics.median(scores):.3f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="the folder scripts/generalisation.py wrote (--out)")
@@ -122,7 +155,7 @@ def main() -> None:
     args = ap.parse_args()
     for run in args.runs:
         model = load_headed(args.report / "runs" / run)
-        for table, needs in ((unseen_table, "unseen"), (nevir_table, "nevir")):
+        for table, needs in ((unseen_table, "unseen"), (nevir_table, "nevir"), (misses_table, "sample")):
             if not (args.report / needs / "runs" / run / "results.json").exists():
                 print(f"{needs}, {run}: no results in {args.report / needs / 'runs' / run}\n")
                 continue

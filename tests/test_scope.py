@@ -30,11 +30,12 @@ from boolcl.train.scope import (
 SAMPLE = ROOT / "boolcl" / "data" / "sample"
 
 
-def test_fresh_scope_pooling_embeds_like_the_mean_and_round_trips(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("mode", ["tokens", "parts"])
+def test_fresh_scope_pooling_embeds_like_the_mean_and_round_trips(tiny_model_dir, tmp_path, mode):
     model = load_model(str(tiny_model_dir))
     texts = ["Which string instruments are not plucked?", "A cello is a bowed string instrument."]
     before = model.encode(texts, convert_to_tensor=True)
-    head = install(model, drop=1.0, hidden=8)
+    head = install(model, drop=1.0, hidden=8, mode=mode)
     after = model.encode(texts, convert_to_tensor=True)
     # the same direction as mean pooling: every token gets the same weight until the head learns
     assert torch.allclose(torch.nn.functional.cosine_similarity(before, after), torch.ones(2), atol=1e-6)
@@ -47,11 +48,14 @@ def test_fresh_scope_pooling_embeds_like_the_mean_and_round_trips(tiny_model_dir
     assert json.loads((tmp_path / "m" / "modules.json").read_text())[1]["type"] == "boolcl.pooling.ScopePooling"
     again = load_model(str(tmp_path / "m"))  # boolcl's own module: loads without trust_remote_code from the user
     assert isinstance(scope_pooling(again), ScopePooling) and scope_pooling(again).hidden == 8
+    assert scope_pooling(again).mode == mode
     assert torch.equal(again.encode(texts, convert_to_tensor=True), trained)
     marker = tmp_path / "ran"
     (tmp_path / "m" / "evil.py").write_text(f"open({str(marker)!r}, 'w')\n")  # code beside it is never imported
     assert torch.equal(load_model(str(tmp_path / "m")).encode(texts, convert_to_tensor=True), trained)
     assert not marker.exists()
+    scope_pooling(again).mode = "tokens" if mode == "parts" else "parts"  # the saved mode is the one it embeds by
+    assert not torch.allclose(again.encode(texts, convert_to_tensor=True), trained, atol=1e-4)
 
 
 def test_pooling_weights_are_ordinary_minus_drop_times_excluded_and_ignore_padding():
@@ -71,6 +75,43 @@ def test_pooling_weights_are_ordinary_minus_drop_times_excluded_and_ignore_paddi
     out2 = head({"token_embeddings": padded, "attention_mask": torch.tensor([[1] * 5 + [0] * 3])})
     assert torch.allclose(out2["scope_logits"][0, :5], out["scope_logits"][0], atol=1e-6)
     assert torch.allclose(out2["sentence_embedding"], out["sentence_embedding"], atol=1e-6)
+
+
+def test_parts_pooling_is_the_kept_mean_minus_drop_times_the_excluded_mean_by_hand():
+    """mode=parts: the question minus drop x what it excludes, whatever their lengths; computed by hand
+    from chosen class probabilities (the head's output layer set so each token's class is near certain)."""
+    tokens = torch.tensor([[[1.0, 0.0], [1.0, 2.0], [0.0, 4.0], [4.0, 0.0], [2.0, 2.0], [9.0, 9.0]]])
+    # tokens 0-1 ordinary, 2 marker, 3-4 excluded, 5 padding
+    head = ScopePooling(2, drop=0.5, hidden=2, mode="parts")
+    classes = torch.tensor([ORDINARY, ORDINARY, MARKER, EXCLUDED, EXCLUDED, ORDINARY])
+    p = torch.nn.functional.one_hot(classes, 3).float()[None]
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0]])
+    weight = head.token_weights(p, mask)
+    # 5 real tokens; ordinary mean (1, 1), excluded mean (3, 1), gate 1: (1, 1) - 0.5 * (3, 1) = (-0.5, 0.5)
+    assert torch.allclose(weight, torch.tensor([[2.5, 2.5, 0.0, -1.25, -1.25, 0.0]]))
+    pooled = (weight[..., None] * tokens).sum(1) / 5
+    assert torch.allclose(pooled, torch.tensor([[-0.5, 0.5]]))
+    # a longer excluded part (the same mean) subtracts the same; "tokens" mode subtracts by its length
+    long_p = torch.nn.functional.one_hot(torch.tensor([ORDINARY, ORDINARY, MARKER, EXCLUDED, EXCLUDED, EXCLUDED]), 3)
+    long_tokens = torch.tensor([[[1.0, 0.0], [1.0, 2.0], [0.0, 4.0], [4.0, 0.0], [2.0, 2.0], [3.0, 1.0]]])
+    full = torch.ones(1, 6, dtype=torch.long)
+    w = head.token_weights(long_p.float()[None], full)
+    assert torch.allclose((w[..., None] * long_tokens).sum(1) / 6, torch.tensor([[-0.5, 0.5]]))
+    by_tokens = ScopePooling(2, drop=0.5, hidden=2, mode="tokens").token_weights(long_p.float()[None], full)
+    assert torch.allclose((by_tokens[..., None] * long_tokens).sum(1) / 6, torch.tensor([[-2.5 / 6, 0.5 / 6]]))
+    # the gate: p(excluded) 0.01 on every token is an excluded part of 0.05 tokens against 4.95 kept, about a
+    # hundredth (FULL_EXCLUSION is a tenth), so a tenth of the subtraction: the mean times 1 - 0.5 * 0.101
+    soft = torch.tensor([[[0.99, 0.0, 0.01]] * 5 + [[1.0, 0.0, 0.0]]])
+    w = head.token_weights(soft, mask)
+    mean = tokens[0, :5].mean(0)
+    assert torch.allclose((w[..., None] * tokens).sum(1)[0] / 5, mean * (1 - 0.5 * (0.05 / 4.95) / 0.1), atol=1e-6)
+    # a real exclusion of one token against eight kept ones (more than a tenth) is subtracted in full
+    one = torch.nn.functional.one_hot(torch.tensor([ORDINARY] * 8 + [EXCLUDED]), 3).float()[None]
+    nine = torch.randn(1, 9, 2)
+    w = head.token_weights(one, torch.ones(1, 9, dtype=torch.long))
+    assert torch.allclose((w[..., None] * nine).sum(1) / 9, nine[:, :8].mean(1) - 0.5 * nine[:, 8], atol=1e-6)
+    with pytest.raises(ValueError, match="tokens, parts"):
+        ScopePooling(2, mode="spans")
 
 
 def test_only_mean_pooled_models_take_the_head(tiny_model_dir):

@@ -11,7 +11,7 @@ from boolcl.pooling import install
 from boolcl.retrieval.models import load_model
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from scope_diagnostics import wording_of  # noqa: E402
+from scope_diagnostics import SAMPLE_EVAL, misses_table, wording_of  # noqa: E402
 
 
 def test_each_unseen_wording_is_recognised_and_nothing_else():
@@ -62,3 +62,21 @@ def test_the_tables_group_and_average_as_computed_by_hand(tiny_model_dir, tmp_pa
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "scope_diagnostics.py"), str(root),
                           "--runs", "headed"], capture_output=True, text=True, check=True).stdout
     assert "are not a file here" in out
+
+
+def test_the_sample_misses_are_sorted_by_what_ranks_first(tmp_path):
+    nots = [json.loads(x) for x in SAMPLE_EVAL.read_text().splitlines() if '"question_type": "not"' in x]
+    a, b, c, d = nots[:4]
+    other = next(r for r in nots if r["qid"].split("/")[0] != a["qid"].split("/")[0])
+    lines = []
+    for rank, (row, doc, score) in enumerate([  # a: a positive first (no miss); b: its excluded passage;
+            (a, a["positive_ctxs"][0]["passage_id"], 0.9), (b, b["negative_ctxs"][0]["passage_id"], 0.8),
+            (c, other["positive_ctxs"][0]["passage_id"], 0.2), (d, other["negative_ctxs"][0]["passage_id"], 0.4)]):
+        lines += [f"{row['qid']} Q0 {doc} 1 {score} x", f"{row['qid']} Q0 {row['positive_ctxs'][1]['passage_id']} 2 0.1 x"]
+    (tmp_path / "sample" / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "sample" / "runs" / "x" / "run.trec").write_text("\n".join(lines) + "\n")
+    table = misses_table(tmp_path, "x")
+    assert table[0].startswith("sample, x: of 4 NOT questions, 3 have something other than a positive first")
+    # c and d have passages of another cluster first (scores 0.2 and 0.4: median 0.3); b its excluded passage
+    assert "| a passage of another cluster | 2 | 0.300 |" in table
+    assert "| the excluded passage | 1 | 0.800 |" in table

@@ -22,6 +22,7 @@ VALID = {
     "compare.test": {"randomization", "bootstrap"},
     "eval.backend": {"torch", "onnx"},
     "eval.onnx_quantize": {"none", "int8"},
+    "train.scope.mode": {"tokens", "parts"},
 }
 OPERATORS = {"and", "or", "not"}
 

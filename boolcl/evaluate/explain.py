@@ -1,7 +1,7 @@
 """`boolcl explain MODEL "question"`: what the model reads in one question, and what it retrieves.
 
 For a model with scope pooling (pooling.py), each token's class probabilities (ordinary,
-negation marker, inside the exclusion) and its pooling weight p(ordinary) - drop·p(excluded):
+negation marker, inside the exclusion) and its weight in the pooled question (pooling.py's mode says how):
 the first thing to look at when a NOT question brings back the passage it excludes. With
 `data=`, the top 10 passages of that set, the question's excluded passages (`negative_ctxs`)
 and positives marked when the question text is one of the set's questions.
@@ -35,7 +35,7 @@ class TokenWeight:
     p_ordinary: float
     p_marker: float
     p_excluded: float
-    weight: float  # p(ordinary) - drop * p(excluded): the token's share in the pooled question
+    weight: float  # the token's share in the pooled question (ScopePooling.token_weights; a plain mean: 1)
 
 
 @dataclass
@@ -65,7 +65,7 @@ def token_weights(model, question: str, prompt: str | None = None) -> list[Token
                 break
             features = module(features)
         p = head.scope_logits(features["token_embeddings"], features["attention_mask"]).softmax(-1)[0].float().cpu()
-    weight = p[:, ORDINARY] - head.drop * p[:, EXCLUDED]
+    weight = head.token_weights(p[None], features["attention_mask"][0:1].cpu())[0]
     tokens = model.tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist())
     return [TokenWeight(tok, float(p[i, ORDINARY]), float(p[i, MARKER]), float(p[i, EXCLUDED]), float(weight[i]))
             for i, tok in enumerate(tokens)]
@@ -121,9 +121,10 @@ def explain(model_spec: str, question: str, cfg: DictConfig, data: str | None = 
         out["message"] = NO_HEAD.format(model=model_spec, pooling=pooling_name(model))
         console.print(out["message"])
     else:
-        drop = scope_pooling(model).drop
-        t = Table(title=f"{question}", caption=f"weight = p(ordinary) - {drop:g}·p(excluded); "
-                                               f"mean pooling gives every token 1")
+        head = scope_pooling(model)
+        rule = (f"p(ordinary) - {head.drop:g}·p(excluded)" if head.mode == "tokens" else
+                f"kept part's mean - {head.drop:g} x excluded part's mean, per token")
+        t = Table(title=f"{question}", caption=f"weight = {rule}; mean pooling gives every token 1")
         for col in ("#", "token", "p(ordinary)", "p(marker)", "p(excluded)", "weight"):
             t.add_column(col, justify="left" if col == "token" else "right")
         for i, w in enumerate(weights):

@@ -79,7 +79,7 @@ def build_model(cfg: DictConfig):
     teacher = frozen_copy(model) if t.retention.weight else None  # the plain start: no scope head to run
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
-            pooling.install(model, t.scope.drop, t.scope.hidden)
+            pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode)
         except ValueError as err:
             raise ConfigError(f"{cfg.model}: {err}") from None
     encoder = model[0].auto_model

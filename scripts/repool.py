@@ -1,0 +1,57 @@
+"""A copy of a scope-pooled model folder that pools its head's token classes by another rule.
+
+    python scripts/repool.py results/generalisation/runs/not_plus-s1 results/repool/not_plus-s1-parts --mode parts
+    boolcl evaluate results/repool/not_plus-s1-parts data=sample eval.max_length=128
+
+The encoder and the head stay as trained; only `ScopePooling.mode` (pooling.py) changes, in
+the copy's `modules.json`-listed ScopePooling config. This is how the README's "Where
+not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling under `parts`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from boolcl.pooling import MODES
+
+SCOPE_TYPE = "boolcl.pooling.ScopePooling"
+
+
+def repool(src: Path, out: Path, mode: str) -> Path:
+    """Copy `src` to `out` with the scope head's mode set; returns the changed config file."""
+    if mode not in MODES:
+        raise SystemExit(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").is_file() else None
+    if modules is None:
+        raise SystemExit(f"{src}: not a model folder (no modules.json)")
+    heads = [m for m in modules if m.get("type") == SCOPE_TYPE]
+    if not heads:
+        raise SystemExit(f"{src}: this model has no scope head ({SCOPE_TYPE} is not in its modules.json)")
+    if out.exists():
+        raise SystemExit(f"{out} exists; choose another folder")
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(src, partial)
+    config = partial / heads[0]["path"] / "config.json"
+    settings = json.loads(config.read_text())
+    settings["mode"] = mode
+    config.write_text(json.dumps(settings, indent=4) + "\n")
+    partial.rename(out)
+    return out / heads[0]["path"] / "config.json"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", type=Path, help="a model folder with scope pooling (a run folder)")
+    ap.add_argument("out", type=Path, help="where the copy goes (must not exist)")
+    ap.add_argument("--mode", required=True, help=f"the pooling rule: {' | '.join(MODES)}")
+    args = ap.parse_args()
+    changed = repool(args.model, args.out, args.mode)
+    print(f"{args.out}: the scope head pools by {args.mode!r} ({changed})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

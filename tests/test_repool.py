@@ -1,0 +1,47 @@
+"""scripts/repool.py: a copy of a scope-pooled model that pools by another rule, everything else equal."""
+import subprocess
+import sys
+
+import torch
+from conftest import ROOT
+
+from boolcl.pooling import install, scope_pooling
+from boolcl.retrieval.models import load_model
+
+TEXTS = ["Which string instruments are there, other than the ones that are plucked with a pick?",
+         "A cello is a bowed string instrument."]
+
+
+def repool(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "repool.py"), *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model_dir, tmp_path):
+    model = load_model(str(tiny_model_dir))
+    head = install(model, drop=0.5, hidden=4)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    model.save(str(tmp_path / "run"))
+    before = model.encode(TEXTS, convert_to_tensor=True)
+    head.mode = "parts"  # what the copy must embed: the same weights pooled by parts
+    expected = model.encode(TEXTS, convert_to_tensor=True)
+    assert not torch.allclose(before, expected, atol=1e-4)
+
+    done = repool(tmp_path / "run", tmp_path / "parts", "--mode", "parts")
+    assert done.returncode == 0, done.stderr
+    copy = load_model(str(tmp_path / "parts"))
+    assert scope_pooling(copy).mode == "parts"
+    assert torch.allclose(copy.encode(TEXTS, convert_to_tensor=True), expected, atol=1e-6)
+    original = load_model(str(tmp_path / "run"))
+    assert scope_pooling(original).mode == "tokens"
+    assert torch.allclose(original.encode(TEXTS, convert_to_tensor=True), before, atol=1e-6)
+
+    again = repool(tmp_path / "run", tmp_path / "parts", "--mode", "parts")
+    assert again.returncode != 0 and "exists" in again.stderr
+    bad = repool(tmp_path / "run", tmp_path / "other", "--mode", "spans")
+    assert bad.returncode != 0 and "tokens, parts" in bad.stderr and not (tmp_path / "other").exists()
+    plain = repool(tiny_model_dir, tmp_path / "plain", "--mode", "parts")
+    assert plain.returncode != 0 and "no scope head" in plain.stderr
