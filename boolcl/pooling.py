@@ -32,6 +32,7 @@ START_BIAS = 6.0  # p(ordinary) = 0.995 for every token before training
 
 MODES = ("tokens", "parts")
 FULL_EXCLUSION = 0.1  # parts: an excluded part this large against the kept one (in tokens) counts in full
+QUESTION_LENGTH = 32  # parts: texts up to this many tokens count in full; a longer one by QUESTION_LENGTH / length
 
 
 class ScopePooling(Module):
@@ -42,8 +43,10 @@ class ScopePooling(Module):
       takes the query off its topic.
     - parts: the mean of the ordinary tokens minus drop * (the mean of the excluded tokens):
       the question minus drop times what it excludes, whatever their lengths. The subtraction
-      is gated by the excluded part's size against the kept part's, in full from a tenth
-      (FULL_EXCLUSION) up: a passage or long query with a stray uncertain token keeps its mean."""
+      is gated twice: by the excluded part's size against the kept part's, in full from a tenth
+      (FULL_EXCLUSION) up, so a stray uncertain token does not count; and by the text's length,
+      in full up to QUESTION_LENGTH tokens, so a passage or a query that is a whole argument,
+      where "not" or "without" is rarely an exclusion, keeps about its mean."""
 
     config_keys = ["embedding_dimension", "drop", "hidden", "mode"]
 
@@ -79,7 +82,8 @@ class ScopePooling(Module):
         if self.mode == "tokens":
             return ordinary - self.drop * excluded
         n, kept, dropped = mask.sum(-1, keepdim=True), ordinary.sum(-1, keepdim=True), excluded.sum(-1, keepdim=True)
-        gate = (dropped / kept.clamp(min=1e-9) / FULL_EXCLUSION).clamp(max=1)
+        gate = ((dropped / kept.clamp(min=1e-9) / FULL_EXCLUSION).clamp(max=1)
+                * (QUESTION_LENGTH / n.clamp(min=1)).clamp(max=1))
         return n * (ordinary / kept.clamp(min=1e-9) - self.drop * gate * excluded / dropped.clamp(min=1e-9))
 
     def forward(self, features: dict, **kwargs) -> dict:

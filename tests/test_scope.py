@@ -110,6 +110,11 @@ def test_parts_pooling_is_the_kept_mean_minus_drop_times_the_excluded_mean_by_ha
     nine = torch.randn(1, 9, 2)
     w = head.token_weights(one, torch.ones(1, 9, dtype=torch.long))
     assert torch.allclose((w[..., None] * nine).sum(1) / 9, nine[:, :8].mean(1) - 0.5 * nine[:, 8], atol=1e-6)
+    # the same exclusion in a 64-token text (QUESTION_LENGTH is 32) is subtracted by half
+    long_text = torch.nn.functional.one_hot(torch.tensor([ORDINARY] * 56 + [EXCLUDED] * 8), 3).float()[None]
+    x = torch.randn(1, 64, 2)
+    w = head.token_weights(long_text, torch.ones(1, 64, dtype=torch.long))
+    assert torch.allclose((w[..., None] * x).sum(1) / 64, x[:, :56].mean(1) - 0.5 * 0.5 * x[:, 56:].mean(1), atol=1e-5)
     with pytest.raises(ValueError, match="tokens, parts"):
         ScopePooling(2, mode="spans")
 
