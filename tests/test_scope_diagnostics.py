@@ -80,3 +80,5 @@ def test_the_sample_misses_are_sorted_by_what_ranks_first(tmp_path):
     # c and d have passages of another cluster first (scores 0.2 and 0.4: median 0.3); b its excluded passage
     assert "| a passage of another cluster | 2 | 0.300 |" in table
     assert "| the excluded passage | 1 | 0.800 |" in table
+    (tmp_path / "sample" / "runs" / "x" / "run.trec").unlink()
+    assert "no ranking" in misses_table(tmp_path, "x")[0]
