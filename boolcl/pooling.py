@@ -35,6 +35,12 @@ FULL_EXCLUSION = 0.1  # parts: an excluded part this large against the kept one 
 QUESTION_LENGTH = 32  # parts: texts up to this many tokens count in full; a longer one by QUESTION_LENGTH / length
 
 
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"scope pooling mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
 class ScopePooling(Module):
     """Weighted mean of token embeddings. `mode` says how the exclusion counts against the query:
 
@@ -52,9 +58,8 @@ class ScopePooling(Module):
 
     def __init__(self, embedding_dimension: int, drop: float = 1.0, hidden: int = 64, mode: str = "tokens"):
         super().__init__()
-        if mode not in MODES:
-            raise ValueError(f"scope pooling mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.embedding_dimension, self.drop, self.hidden, self.mode = embedding_dimension, float(drop), hidden, mode
+        self.embedding_dimension, self.drop, self.hidden = embedding_dimension, float(drop), hidden
+        self.mode = check_mode(mode)
         self.rnn = torch.nn.GRU(embedding_dimension, hidden, batch_first=True, bidirectional=True)
         self.head = torch.nn.Linear(2 * hidden, 3)
         torch.nn.init.zeros_(self.head.weight)
@@ -123,8 +128,7 @@ def install(model, drop: float, hidden: int = 64, mode: str = "tokens") -> Scope
 
     Raises ValueError for any other pooling: the head reweights a mean, and a CLS or max
     pooled model would change what it computes."""
-    if mode not in MODES:
-        raise ValueError(f"scope pooling mode must be one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode)
     existing = scope_pooling(model)
     if existing is not None:
         existing.drop, existing.mode = float(drop), mode

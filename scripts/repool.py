@@ -14,15 +14,17 @@ import json
 import shutil
 from pathlib import Path
 
-from boolcl.pooling import MODES
+from boolcl.pooling import MODES, check_mode
 
 SCOPE_TYPE = "boolcl.pooling.ScopePooling"
 
 
 def repool(src: Path, out: Path, mode: str) -> Path:
     """Copy `src` to `out` with the scope head's mode set; returns the changed config file."""
-    if mode not in MODES:
-        raise SystemExit(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    try:
+        check_mode(mode)
+    except ValueError as err:
+        raise SystemExit(f"--mode: {err}") from None
     modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").is_file() else None
     if modules is None:
         raise SystemExit(f"{src}: not a model folder (no modules.json)")

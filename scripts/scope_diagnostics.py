@@ -26,6 +26,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from boolcl.data.loaders import SAMPLE_DIR
 from boolcl.words import UNSEEN_WORDINGS
 
 FIELD = re.compile(r"\{(?:keep|keep_lc|drop)\}")
@@ -120,7 +121,7 @@ def nevir_table(root: Path, run: str, model) -> list[str]:
     return lines
 
 
-SAMPLE_EVAL = Path(__file__).resolve().parent.parent / "boolcl" / "data" / "sample" / "eval.jsonl"
+SAMPLE_EVAL = SAMPLE_DIR / "eval.jsonl"
 
 
 def misses_table(root: Path, run: str, model=None) -> list[str]:

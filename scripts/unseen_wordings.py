@@ -17,10 +17,11 @@ import random
 import shutil
 from pathlib import Path
 
+from boolcl.data.loaders import SAMPLE_DIR
 from boolcl.logic.rules import negation_span
 from boolcl.words import UNSEEN_WORDINGS
 
-SAMPLE = Path(__file__).resolve().parent.parent / "boolcl" / "data" / "sample"
+SAMPLE = SAMPLE_DIR
 
 
 def reword(question: str, rng: random.Random) -> str | None:
