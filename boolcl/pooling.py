@@ -123,6 +123,12 @@ def scope_pooling(model) -> ScopePooling | None:
     return next((m for m in model.children() if isinstance(m, ScopePooling)), None)
 
 
+def marks_exclusion(scope_logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(rows,) bool: the head's most likely class is EXCLUDED for some real token of the row, which
+    is what the diagnostics call "the head fires" (padding never counts)."""
+    return ((scope_logits.argmax(-1) == EXCLUDED) & attention_mask.bool()).any(1)
+
+
 def install(model, drop: float, hidden: int = 64, mode: str = "tokens") -> ScopePooling:
     """Swap a SentenceTransformer's mean pooling for scope pooling (kept if it has one already).
 

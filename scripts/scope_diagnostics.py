@@ -66,15 +66,15 @@ def head_fires(model, questions: list[str]) -> list[bool] | None:
         return None
     import torch
 
-    from boolcl.pooling import EXCLUDED
+    from boolcl.pooling import marks_exclusion
 
     out = []
     for lo in range(0, len(questions), 256):
         f = dict(model.tokenizer(questions[lo:lo + 256], padding=True, truncation=True,
                                  max_length=model.max_seq_length, return_tensors="pt"))
         with torch.no_grad():
-            pred = model(dict(f))["scope_logits"].argmax(-1)
-        out += ((pred == EXCLUDED) & f["attention_mask"].bool()).any(1).tolist()
+            logits = model(dict(f))["scope_logits"]
+        out += marks_exclusion(logits, f["attention_mask"]).tolist()
     return out
 
 

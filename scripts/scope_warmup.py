@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def held_out_quality(model, prompt: str | None) -> dict:
     import torch
 
-    from boolcl.pooling import EXCLUDED
+    from boolcl.pooling import EXCLUDED, marks_exclusion
     from boolcl.train.scope import IGNORE, row_spans, token_labels
 
     rows = [json.loads(x) for x in (ROOT / "boolcl" / "data" / "sample" / "eval.jsonl").read_text().splitlines()]
@@ -38,13 +38,14 @@ def held_out_quality(model, prompt: str | None) -> dict:
         labels = token_labels(row_spans(questions, [kind == "not"] * len(questions)), f.pop("offset_mapping"),
                               f["attention_mask"], len(prompt or ""))
         with torch.no_grad():
-            predicted = model(f)["scope_logits"].argmax(-1)
+            logits = model(f)["scope_logits"]
+        predicted = logits.argmax(-1)
         if kind == "not":
             known = labels != IGNORE
             out["not_token_accuracy"] = float((predicted[known] == labels[known]).float().mean())
             out["not_excluded_recall"] = float((predicted[labels == EXCLUDED] == EXCLUDED).float().mean())
         else:
-            marked = ((predicted == EXCLUDED) & f["attention_mask"].bool()).any(1)
+            marked = marks_exclusion(logits, f["attention_mask"])
             out[f"{kind}_false_exclusions"] = float(marked.float().mean())
     return out
 

@@ -287,3 +287,16 @@ def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(t
         words = " ".join(wording.replace("{keep}", " ").replace("{drop}", " ").strip(" ,?").split())
         assert not [m for m in EXCLUSION_INFIX if re.search(r"\b" + re.escape(m) + r"\b", words)], wording
         assert not [t for t in templates if words in t], wording
+
+
+def test_marks_exclusion_counts_real_tokens_only():
+    """A row fires when some real token's most likely class is EXCLUDED; padding never counts."""
+    from boolcl.pooling import EXCLUDED, MARKER, ORDINARY, marks_exclusion
+
+    logits = torch.zeros(3, 3, 3)
+    logits[:, :, ORDINARY] = 1.0
+    logits[0, 1, EXCLUDED] = 2.0  # a real token: fires
+    logits[1, 2, EXCLUDED] = 2.0  # padding only: does not
+    logits[2, 0, MARKER] = 2.0  # a marker is not an exclusion
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1]])
+    assert marks_exclusion(logits, mask).tolist() == [True, False, False]

@@ -62,13 +62,14 @@ class DecompositionCfg:
 
 @dataclass
 class ScopeCfg:
-    """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and pools them
-    with weight -drop, taught from the rules' spans (train/scope.py). Saved with the model."""
+    """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and subtracts
+    them from the question (`mode` says how), taught from the rules' spans (train/scope.py).
+    Saved with the model."""
     weight: float = 0.0  # 0: off (mean pooling as the model has it)
-    drop: float = 0.5  # pooling weight of an excluded token is -drop (0.5: not_plus_tiny, chosen on the sample)
+    drop: float = 0.5  # how hard the excluded part is subtracted (0.5: not_plus_tiny, chosen on the sample)
     lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
     hidden: int = 64  # the head's GRU width (each direction)
-    mode: str = "tokens"  # tokens: each excluded token weighs -drop in the mean; parts: the kept part's mean minus drop x the excluded part's (pooling.py)
+    mode: str = "tokens"  # tokens: each excluded token weighs -drop in the mean; parts (not_plus's): the kept part's mean minus drop x the excluded part's (pooling.py)
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
     warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
     # template practice sentences per item and step, through the encoder, for the head; 0: none (the warm-up has them:
