@@ -1,7 +1,7 @@
 """A copy of a scope-pooled model folder that pools its head's token classes by another rule.
 
-    python scripts/repool.py results/generalisation/runs/not_plus-s1 results/repool/not_plus-s1-parts --mode parts
-    boolcl evaluate results/repool/not_plus-s1-parts data=sample eval.max_length=128
+    python scripts/repool.py results/parts/runs/tokens-s1 results/repool/tokens-s1-parts --mode parts
+    boolcl evaluate results/repool/tokens-s1-parts data=sample eval.max_length=128
 
 The encoder and the head stay as trained; only `ScopePooling.mode` (pooling.py) changes, in
 the copy's `modules.json`-listed ScopePooling config. This is how the README's "Where
@@ -25,9 +25,9 @@ def repool(src: Path, out: Path, mode: str) -> Path:
         check_mode(mode)
     except ValueError as err:
         raise SystemExit(f"--mode: {err}") from None
-    modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").is_file() else None
-    if modules is None:
+    if not (src / "modules.json").is_file():
         raise SystemExit(f"{src}: not a model folder (no modules.json)")
+    modules = json.loads((src / "modules.json").read_text())
     heads = [m for m in modules if m.get("type") == SCOPE_TYPE]
     if not heads:
         raise SystemExit(f"{src}: this model has no scope head ({SCOPE_TYPE} is not in its modules.json)")

@@ -128,12 +128,11 @@ def misses_table(root: Path, run: str, model=None) -> list[str]:
     trec = root / "sample" / "runs" / run / "run.trec"
     if not trec.is_file():  # results.json is written first: a run stopped between the two has no ranking
         return [f"sample, {run}: no ranking ({trec} is missing); rerun its evaluation"]
+    from boolcl.scoring.report import read_trec_run
+
     rows = [json.loads(x) for x in SAMPLE_EVAL.read_text().splitlines() if x.strip()]
-    ranked: dict = defaultdict(list)
-    for line in trec.read_text().splitlines():
-        qid, _, doc, _, score, _ = line.split()
-        ranked[qid].append((doc, float(score)))
-    rows = [r for r in rows if r["question_type"] == "not" and ranked[r["qid"]]]
+    ranked = read_trec_run(trec)  # {qid: [(passage, score), ...]}, best first
+    rows = [r for r in rows if r["question_type"] == "not" and ranked.get(r["qid"])]
     groups: dict = defaultdict(list)
     for r in rows:
         positives = {c["passage_id"] for c in r["positive_ctxs"]}
