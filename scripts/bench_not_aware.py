@@ -3,6 +3,7 @@
     python scripts/bench_not_aware.py                       # CPU: 12 steps each, batch 16
     python scripts/bench_not_aware.py --steps 20 --only paper-not not_plus
     python scripts/bench_not_aware.py --json results/bench_not_aware.json
+    python scripts/bench_not_aware.py --only paper-not not_plus --launch --repeat 5
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
 some of its seven additions switched off, as in scripts/ablation.py: `paper-not` has all of
@@ -16,7 +17,8 @@ other, on the same data, batch and seed, through the real `train()` loop. For ea
 - both as ratios to `paper-not`,
 - with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
   (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
-  a child process of its own, one at a time.
+  a child process of its own, one at a time; with `--repeat N`, N rounds that launch every
+  variant in turn, and the median of each (one launch swings by a second on a shared machine).
 
 Time it alone: two torch processes on the same cores slow each other far more than twice.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -119,9 +122,13 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--launch", action="store_true",
                     help="also time each variant's set-up from a fresh process's start (imports included)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --launch: rounds of launches, every variant once per round; the median counts")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant, figures as JSON on stdout
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every variant")
     args = ap.parse_args()
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat {args.repeat} must be at least 1")
     if not 1 <= args.warmup < args.steps:
         raise SystemExit(f"--warmup {args.warmup} must be at least 1 and below --steps {args.steps}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -151,9 +158,12 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
     if args.launch:
+        for round_ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every variant
+            for name in names:
+                print(f"--- {name}: set-up from a fresh process ({round_ + 1}/{args.repeat})", flush=True)
+                results["variants"][name].setdefault("launch_setups_s", []).append(launch_setup(name, args))
         for name in names:
-            print(f"--- {name}: set-up from a fresh process", flush=True)
-            results["variants"][name]["launch_setup_s"] = launch_setup(name, args)
+            results["variants"][name]["launch_setup_s"] = statistics.median(results["variants"][name]["launch_setups_s"])
     ref = results["variants"]["paper-not"]
     for r in results["variants"].values():
         r["time_per_step_ratio"] = r["s_per_step"] / ref["s_per_step"]
@@ -171,9 +181,11 @@ def main() -> None:
               f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('decomposition_s', 0):8.1f} "
               f"{r.get('objective_s', 0):9.1f} {r.get('scope_warmup_s', 0):8.1f}")
     if args.launch:
-        print("\nset-up from a fresh process's start to the first step (imports included):")
+        print("\nset-up from a fresh process's start to the first step (imports included)"
+              + (f", median of {args.repeat} launches:" if args.repeat > 1 else ":"))
         for name, r in results["variants"].items():
-            print(f"{name:18} {r['launch_setup_s']:9.1f} s {r['launch_setup_ratio']:7.2f}x")
+            each = "  (" + ", ".join(f"{x:.1f}" for x in r["launch_setups_s"]) + ")" if args.repeat > 1 else ""
+            print(f"{name:18} {r['launch_setup_s']:9.1f} s {r['launch_setup_ratio']:7.2f}x{each}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How well the scope head reads held-out questions after its warm-up alone, and what the warm-up costs.
 
     python scripts/scope_warmup.py                          # recipe=not_plus_tiny, seeds 1 2
-    python scripts/scope_warmup.py --seeds 1 2 3 train.scope.warmup_rows=1024
+    python scripts/scope_warmup.py train.scope.warmup_rows=1024 --seeds 1 2 3   # overrides before --seeds
 
 Builds the model and training mix exactly as `train()` does (the same config, the same
 set-up), fits the head with the warm-up `train()` runs (`loop.warm_up_scope`) once per seed, and scores it on the sample's

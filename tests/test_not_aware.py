@@ -120,7 +120,8 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run")
     torch.manual_seed(cfg.seed)
     model, teacher = build_model(cfg)
-    assert pooling.scope_pooling(model) is not None and pooling.scope_pooling(teacher) is None
+    assert pooling.scope_pooling(model) is not None
+    assert not any(isinstance(m, pooling.ScopePooling) for m in teacher.stages)
     old_teacher = copy.deepcopy(model).eval().requires_grad_(False)  # what Objective used to keep
     data = build_data(cfg, model, 2, None, None)
     objective = Objective(cfg.train, "cosine", teacher, items=data.items, collator=data.loader.collate_fn)
@@ -148,32 +149,50 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     assert any(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in model[0].parameters())
 
 
-def test_the_teacher_copy_leaves_the_student_and_the_random_numbers_alone(tiny_model_dir, not_pool, tmp_path):
+@pytest.mark.parametrize("extra", [[], ["train.lora.enabled=true", "train.lora.r=4"]], ids=["full", "lora"])
+def test_the_teacher_view_is_the_plain_start_and_leaves_the_student_alone(tiny_model_dir, not_pool, tmp_path, extra):
+    """The teacher is a view of the student's own modules, not a copy: it must embed exactly as a
+    frozen copy of the plain starting model does (the scope head and LoRA installed after it change
+    nothing it computes), give every module back its mode, and draw no random numbers."""
+    from boolcl.retrieval.models import load_model
     from boolcl.train.loop import build_model
 
-    def student(*extra):
-        cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", *extra)
+    def student(*more):
+        cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", *extra, *more)
         torch.manual_seed(cfg.seed)
         model, teacher = build_model(cfg)
-        return model.state_dict(), teacher, torch.rand(3)
+        return model, teacher, torch.rand(3)
 
-    with_teacher, teacher, after = student()
+    model, teacher, after = student()
     without, none, after_without = student("train.retention.weight=0")
-    assert none is None and teacher is not None and not teacher.training
-    assert all(not w.requires_grad for w in teacher.parameters())
-    assert with_teacher.keys() == without.keys() and all(torch.equal(with_teacher[k], without[k]) for k in without)
+    assert none is None and teacher is not None
+    state, state_without = model.state_dict(), without.state_dict()
+    assert state.keys() == state_without.keys() and all(torch.equal(state[k], state_without[k]) for k in state)
     assert torch.equal(after, after_without)  # the scope head's initialisation drew the same numbers
+
+    plain = load_model(str(tiny_model_dir), similarity="cosine", max_length=32).eval()
+    features = model.tokenizer(["which rivers, other than the Nile?", "a passage about the Amazon river"],
+                               padding=True, return_tensors="pt")
+    model.train()
+    model[0].eval()  # a mix of modes, each of which must come back as it was
+    modes = [m.training for m in model.modules()]
+    with torch.no_grad():
+        viewed = teacher(dict(features))
+        assert [m.training for m in model.modules()] == modes  # every module has its mode back
+        expected = plain(dict(features))["sentence_embedding"]
+    assert torch.equal(viewed["sentence_embedding"], expected)
+    assert "scope_logits" not in viewed  # the student's own forward runs the head; the view does not
 
 
 def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool, tmp_path):
     from boolcl.errors import TrainingError
     from boolcl.retrieval.models import load_model
-    from boolcl.train.objective import TeacherEmbeddings, frozen_copy
+    from boolcl.train.objective import StartView, TeacherEmbeddings
 
     model = load_model(str(tiny_model_dir))
     items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", retain=True)]
     collator = Collator(model.tokenizer, 16, 1)
-    cache = TeacherEmbeddings(frozen_copy(model), items, collator)
+    cache = TeacherEmbeddings(StartView(model), items, collator)
     assert len(cache) == 4  # the query, its two passages and the empty filler
     known = collator._tokenize(["C", "D"])
     with torch.no_grad():
@@ -181,7 +200,7 @@ def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool,
     assert torch.allclose(cache.lookup(known), direct, atol=1e-6)
     with pytest.raises(TrainingError, match="never embedded"):
         cache.lookup(collator._tokenize(["C", "an unseen passage"]))
-    assert len(TeacherEmbeddings(frozen_copy(model), [Item("q", ["c"], ["C"], [], [], "not")], collator)) == 0
+    assert len(TeacherEmbeddings(StartView(model), [Item("q", ["c"], ["C"], [], [], "not")], collator)) == 0
 
 
 # ---------------------------------------------------------------- data

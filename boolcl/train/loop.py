@@ -37,7 +37,7 @@ from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.decomposition import attach_targets
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.negation import statement_pairs
-from boolcl.train.objective import Objective, frozen_copy
+from boolcl.train.objective import Objective, StartView
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
 
@@ -72,11 +72,12 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
 
 def build_model(cfg: DictConfig):
     """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA;
-    and the retention teacher (None without train.retention), copied before any of them."""
+    and the retention teacher (None without train.retention): a view of the model's modules as
+    they were before any of them, which pools as the start did (objective.StartView)."""
     t = cfg.train
     model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length,
                        trust_remote_code=cfg.model_trust_remote_code)
-    teacher = frozen_copy(model) if t.retention.weight else None  # the plain start: no scope head to run
+    teacher = StartView(model) if t.retention.weight else None  # the plain start: no scope head to run
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
             pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode)
@@ -281,6 +282,7 @@ def train(cfg: DictConfig) -> Path:
     local_batch = per_device_batch(cfg, accelerator.num_processes)
     scorer = PeriodicEval(cfg, accelerator, run_dir, resume_from)  # train.eval_every: its sets are read here
     model, teacher = build_model(cfg)
+    model.to(accelerator.device)  # the set-up's encoding (targets, teacher, warm-up) runs where training will
     check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
                    checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)

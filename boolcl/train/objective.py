@@ -14,7 +14,6 @@ Each term is reported on its own in the training log, so a run shows what each o
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 
 import torch
@@ -31,10 +30,27 @@ from boolcl.train.not_aware import (
 from boolcl.train.scope import ScopeLoss
 
 
-def frozen_copy(model):
-    """The retention teacher: a frozen copy of the starting model. Copying draws no random
-    numbers, so taking it before the scope head is installed leaves the student as it was."""
-    return copy.deepcopy(model).eval().requires_grad_(False)
+class StartView:
+    """The retention teacher without a copy: the student's own modules, in the order they had
+    before the scope head replaced the pooling, so the view pools as the starting model did.
+
+    Until the first optimiser step the student's weights are the starting model's (LoRA's
+    update starts at zero), and that is when `TeacherEmbeddings` reads the view, once; a copy
+    held a second model in memory for that. Each call runs in eval mode and gives every
+    module back the mode it had."""
+
+    def __init__(self, model):
+        self.stages = list(model)
+
+    def __call__(self, features: dict) -> dict:
+        modes = [(m, m.training) for stage in self.stages for m in stage.modules()]
+        try:
+            for stage in self.stages:
+                features = stage.eval()(features)
+            return features
+        finally:
+            for m, mode in modes:
+                m.train(mode)
 
 
 def ids_key(ids: torch.Tensor) -> bytes:
@@ -73,7 +89,6 @@ class TeacherEmbeddings:
         keys = [ids_key(torch.tensor(ids, dtype=torch.long)) for ids in tokens]
         unique = sorted({k: len(ids) for k, ids in zip(keys, tokens)}.items(), key=lambda kv: (kv[1], kv[0]))
         text_of = dict(zip(keys, rows))
-        teacher.to(device)
         chunks = []
         with torch.no_grad(), autocast():
             for lo in range(0, len(unique), batch_size):
@@ -101,9 +116,9 @@ class TeacherEmbeddings:
 class Objective:
     def __init__(self, t, similarity: str, teacher=None, autocast=contextlib.nullcontext, items=(),
                  collator: Collator | None = None, device: torch.device | str = "cpu"):
-        """`t` is the train config. With retention on, `teacher` (`frozen_copy` of the starting
-        model) embeds once the texts of `items` that retention needs, tokenised by `collator`;
-        the teacher itself is not kept."""
+        """`t` is the train config. With retention on, `teacher` (`StartView` of the starting
+        model, on `device`) embeds once the texts of `items` that retention needs, tokenised by
+        `collator`; the teacher itself is not kept."""
         self.t, self.autocast = t, autocast
         if t.loss == "margin_mse":
             self.margin_mse = MarginMSE(similarity)
@@ -117,7 +132,7 @@ class Objective:
         self.teacher_embeddings = None
         if self.retention is not None:
             if teacher is None or collator is None:
-                raise ValueError("train.retention needs the teacher (frozen_copy of the start) and the collator")
+                raise ValueError("train.retention needs the teacher (StartView of the start) and the collator")
             self.teacher_embeddings = TeacherEmbeddings(teacher, items, collator, autocast, device)
 
     def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: Batch,

@@ -218,7 +218,7 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
     device = next(head.parameters()).device
     tokens = frozen_tokens(model[0], features, batch_size, device)
     mask, labels = features["attention_mask"].to(device), labels.to(device)
-    optimizer = torch.optim.Adam(head.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(head.parameters(), lr=lr, foreach=True)  # the same numbers; on the CPU 0.2 s less
     lengths, cut = features["attention_mask"].sum(1), right_padded(features["attention_mask"])
     batches = [(int(n) if cut else mask.shape[1], chunk.to(device))  # left padding: keep it, the GRU packs
                for n in lengths.unique() for chunk in torch.split(torch.nonzero(lengths == n)[:, 0], batch_size)]
