@@ -3,12 +3,15 @@
     python scripts/bench_encode.py                  # CPU: a small corpus
     python scripts/bench_encode.py --passages 200000 --batch 512    # GPU
     python scripts/bench_encode.py --backend onnx   # CPU: boolcl's torch path vs eval.backend=onnx (fp32, int8)
+    python scripts/bench_encode.py --backend onnx --quantize "" --corpus sample   # CPU: the token cap alone
 
 The default compares with SentenceTransformer.encode (DistilBERT-base, random weights). With
 --backend onnx it times boolcl's encoder on one model (default: the packaged MiniLM) with the
 transformer in torch and in ONNX Runtime, fp32 and int8, in one process on the same passages,
 in interleaved rounds (median passages/s per path), and prints each one's ratio to torch and the
-lowest cosine between its embeddings and torch's.
+lowest cosine between its embeddings and torch's. It also times the torch path in plain batches
+of --batch rows (`torch-rows`), without the cap on padded tokens that encode() puts on CPU
+batches, so the cap's gain is measured in the same run.
 
 Also times exact top-10 search for 1,000 queries and, on a GPU, projects a full MS MARCO
 evaluation (8.8M passages: encode + index + search) from the measured rates.
@@ -37,11 +40,17 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--backend", choices=["stock", "onnx"], default="stock",
                     help="stock: vs SentenceTransformer.encode; onnx: torch vs eval.backend=onnx")
-    ap.add_argument("--model", default="offline-default", help="--backend onnx: the model (default: packaged MiniLM)")
+    ap.add_argument("--model", default="offline-default",
+                    help="--backend onnx: the model (default: packaged MiniLM; distilbert-random: DistilBERT-base, "
+                         "random weights)")
+    ap.add_argument("--caps", default="",
+                    help="--backend onnx: also time the torch path at these caps on padded tokens per CPU batch "
+                         "(comma-separated, e.g. 1024,2048,4096,8192), as torch-capN")
     ap.add_argument("--quantize", default="none,int8", help="--backend onnx: eval.onnx_quantize values to time")
     ap.add_argument("--rounds", type=int, default=3, help="--backend onnx: interleaved timing rounds")
-    ap.add_argument("--corpus", choices=["synthetic", "sample"], default="synthetic",
-                    help="--backend onnx: synthetic 63-token passages, or the bundled sample's passages")
+    ap.add_argument("--corpus", default="synthetic",
+                    help="--backend onnx: synthetic (63-token passages), sample (the bundled sample's passages, "
+                         "101 MiniLM tokens on average) or nevir:PATH (NevIR's documents, 148)")
     args = ap.parse_args()
     if args.backend == "onnx":
         return onnx_main(args)
@@ -127,10 +136,24 @@ def onnx_main(args) -> None:
 
         texts = load_retrieval_set("sample").corpus.texts
         texts = (texts * (n // len(texts) + 1))[:n]
+    elif args.corpus.startswith("nevir:"):
+        from boolcl.data.nevir import load_nevir
+
+        texts = [d for p in load_nevir(args.corpus.removeprefix("nevir:")).pairs for d in (p.doc1, p.doc2)][:n]
+    elif args.corpus != "synthetic":
+        raise SystemExit(f"--corpus {args.corpus}: expected synthetic, sample or nevir:PATH")
     else:
         rows = bc.triples(n // 2 + 1, bc.words(args.tokenizer or str(packaged_model_dir())))
         texts = [t for _, p, q in rows for t in (p, q)][:n]
-    paths = {"torch": load_model(args.model, device="cpu")}
+    if args.model == "distilbert-random":
+        args.model = str(bc.distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-encode-")),
+                                              bc.tokenizer_dir(args.tokenizer)))
+    torch_model = load_model(args.model, device="cpu")
+    paths = {"torch": torch_model, "torch-rows": torch_model}
+    cap = {"torch-rows": 10**12}  # no cap: batches of `batch` rows, however long (encode's cpu_max_tokens)
+    for n_tokens in (int(c) for c in args.caps.split(",") if c):
+        paths[f"torch-cap{n_tokens}"] = torch_model
+        cap[f"torch-cap{n_tokens}"] = n_tokens
     res = {"device": "cpu", "threads": torch.get_num_threads(), "model": args.model, "passages": n, "batch": batch,
            "corpus": args.corpus, "export_s": {}}
     for q in [q for q in args.quantize.split(",") if q]:
@@ -140,11 +163,11 @@ def onnx_main(args) -> None:
     rates: dict[str, list[float]] = {name: [] for name in paths}
     emb = {}
     for name, model in paths.items():  # warm-up
-        encode(model, texts[: batch * 2], batch_size=batch, show_progress=False)
+        encode(model, texts[: batch * 2], batch_size=batch, show_progress=False, cpu_max_tokens=cap.get(name))
     for _ in range(args.rounds):
         for name, model in paths.items():
             t = time.perf_counter()
-            emb[name] = encode(model, texts, batch_size=batch, show_progress=False)
+            emb[name] = encode(model, texts, batch_size=batch, show_progress=False, cpu_max_tokens=cap.get(name))
             rates[name].append(n / (time.perf_counter() - t))
     ref = emb["torch"]
     res["rounds_passages_per_s"] = {k: [round(r, 1) for r in v] for k, v in rates.items()}
