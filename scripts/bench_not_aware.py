@@ -4,6 +4,8 @@
     python scripts/bench_not_aware.py --steps 20 --only paper-not not_plus
     python scripts/bench_not_aware.py --json results/bench_not_aware.json
     python scripts/bench_not_aware.py --only paper-not not_plus --launch --repeat 5
+    python scripts/bench_not_aware.py --only paper-not not_plus --model distilbert-random --batch 64 \
+        train.max_length=256 train.mixed_precision=bf16          # GPU: issue 17's setting
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
 some of its seven additions switched off, as in scripts/ablation.py: `paper-not` has all of
@@ -119,6 +121,9 @@ def main() -> None:
                     help="time only these variants (paper-not is always timed: it is the reference)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE...]",
                     help="also time not_plus with these overrides, as NAME (repeatable)")
+    ap.add_argument("--model", default=None,
+                    help="the model for every variant (default: the recipe's packaged MiniLM); distilbert-random: "
+                         "DistilBERT-base with random weights, as issue 17's GPU measurement asks")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--launch", action="store_true",
                     help="also time each variant's set-up from a fresh process's start (imports included)")
@@ -133,6 +138,13 @@ def main() -> None:
         raise SystemExit(f"--warmup {args.warmup} must be at least 1 and below --steps {args.steps}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.model == "distilbert-random":
+        import bench_common as bc
+
+        args.model = str(bc.distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-not-aware-")), bc.tokenizer_dir(None)))
+    if args.model:  # before the overrides, which win; children get it as an override too
+        args.overrides = [f"model={args.model}", *args.overrides]
+        args.model = None
     for spec in args.variant:
         try:
             name, overrides = parse_variant(spec)  # the same syntax as scripts/generalisation.py's
