@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from boolcl.retrieval.models import inner_model
+
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """bf16 where the GPU supports it, fp16 on older GPUs, full precision on CPU."""
@@ -44,9 +46,7 @@ CPU_BATCH_VALUES = 4096 * 384
 
 def hidden_width(model) -> int:
     """The transformer's hidden size (the sentence embedding's width when it has no config)."""
-    children = dict(model[0].named_children())
-    inner = children.get("model", children.get("auto_model"))  # sentence-transformers 6: `model`
-    width = getattr(getattr(inner, "config", None), "hidden_size", None)
+    width = getattr(getattr(inner_model(model[0]), "config", None), "hidden_size", None)
     return int(width or model.get_sentence_embedding_dimension() or 768)
 
 

@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from boolcl.retrieval.encode import autocast_dtype
-from boolcl.retrieval.models import fingerprint
+from boolcl.retrieval.models import fingerprint, inner_model
 
 # Per-call settings and paths: encode() sets truncation and padding on every call, and a
 # copy of a model in another folder embeds exactly like the original.
@@ -57,9 +57,7 @@ def _module_state(name: str, module) -> dict:
     for attr in _MODULE_ATTRS:
         if hasattr(module, attr):
             state[attr] = getattr(module, attr)
-    children = dict(module.named_children())  # the Transformer's model (sentence-transformers 6: `model`)
-    inner = children.get("model", children.get("auto_model"))
-    hf_config = getattr(inner, "config", None)
+    hf_config = getattr(inner_model(module), "config", None)  # the Transformer's torch model
     if hf_config is not None and hasattr(hf_config, "to_dict"):  # activation, eps, position embeddings...
         state["hf_config"] = {k: v for k, v in hf_config.to_dict().items() if k not in _HF_CONFIG_PATHS}
     return state

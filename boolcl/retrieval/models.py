@@ -224,6 +224,13 @@ def load_model(spec: str, *, device: str | None = None, similarity: str | None =
     return model
 
 
+def inner_model(module):
+    """The torch model inside a sentence-transformers Transformer module (3-5: `auto_model`; 6:
+    `model`), or None for a module that holds none."""
+    children = dict(module.named_children())
+    return children.get("model", children.get("auto_model"))
+
+
 def set_encoder(model, module) -> None:
     """Replace the transformer inside a SentenceTransformer (sentence-transformers 3-5: `auto_model`; 6: `model`)."""
     first = model[0]

@@ -35,7 +35,7 @@ import torch
 
 from boolcl.errors import ModelError
 from boolcl.files import cache_root, file_digest
-from boolcl.retrieval.models import hash_weights, load_eval_model, set_encoder
+from boolcl.retrieval.models import hash_weights, inner_model, load_eval_model, set_encoder
 
 QUANTIZE = ("none", "int8")
 EXPORT_VERSION = 1  # bump when the export recipe changes: older exports are then not read
@@ -68,8 +68,7 @@ def _sha(folder: Path) -> dict:
 def _transformer(model):
     """The SentenceTransformer's first module and the torch model inside it."""
     first = model[0]
-    children = dict(first.named_children())
-    inner = children.get("model", children.get("auto_model"))
+    inner = inner_model(first)
     if inner is None or not hasattr(inner, "config"):
         raise ModelError("eval.backend=onnx needs a model whose first module is a transformer "
                          f"(found {type(first).__name__})")
