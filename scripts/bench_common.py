@@ -34,6 +34,16 @@ def distilbert_folder(root: Path, tokenizer: str) -> Path:
     return out
 
 
+def model_spec(spec: str, tokenizer: str | None = None) -> str:
+    """A model argument of the bench scripts: `distilbert-random` becomes a fresh random
+    DistilBERT-base folder (distilbert_folder), anything else is passed on as it is."""
+    if spec != "distilbert-random":
+        return spec
+    import tempfile
+
+    return str(distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-model-")), tokenizer_dir(tokenizer)))
+
+
 def words(tokenizer: str, seed: int = 0) -> list[str]:
     from transformers import AutoTokenizer
 

@@ -162,9 +162,7 @@ def onnx_main(args) -> None:
     else:
         rows = bc.triples(n // 2 + 1, bc.words(args.tokenizer or str(packaged_model_dir())))
         texts = [t for _, p, q in rows for t in (p, q)][:n]
-    if args.model == "distilbert-random":
-        args.model = str(bc.distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-encode-")),
-                                              bc.tokenizer_dir(args.tokenizer)))
+    args.model = bc.model_spec(args.model, args.tokenizer)
     torch_model = load_model(args.model, device="cpu")
     paths = {"torch": torch_model, "torch-rows": torch_model}
     cap = {"torch-rows": 10**12}  # no cap: batches of `batch` rows, however long (encode's cpu_max_tokens)

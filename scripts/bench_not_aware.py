@@ -138,12 +138,11 @@ def main() -> None:
         raise SystemExit(f"--warmup {args.warmup} must be at least 1 and below --steps {args.steps}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.model == "distilbert-random":
+    if args.model:
         import bench_common as bc
 
-        args.model = str(bc.distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-not-aware-")), bc.tokenizer_dir(None)))
-    if args.model:  # before the overrides, which win; children get it as an override too
-        args.overrides = [f"model={args.model}", *args.overrides]
+        args.model = bc.model_spec(args.model)
+        args.overrides = [f"model={args.model}", *args.overrides]  # first: the overrides win; children get it too
         args.model = None
     for spec in args.variant:
         try:
