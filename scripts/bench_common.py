@@ -55,11 +55,19 @@ def sentence(rng: random.Random, vocab: list[str], n_words: int) -> str:
     return " ".join(rng.choice(vocab) for _ in range(n_words))
 
 
-def triples(n: int, vocab: list[str], seed: int = 0, q_words: int = 13, p_words: int = 61) -> list[tuple[str, str, str]]:
-    """(query, positive, negative); whole-word tokens, so about 15- and 63-token sequences with [CLS]/[SEP]."""
+MIXED = ((4, 24), (16, 240))  # words per query and per passage, drawn uniformly, with --lengths mixed
+
+
+def triples(n: int, vocab: list[str], seed: int = 0, q_words: int = 13, p_words: int = 61,
+            mixed: bool = False) -> list[tuple[str, str, str]]:
+    """(query, positive, negative); whole-word tokens, so about 15- and 63-token sequences with [CLS]/[SEP],
+    or with `mixed` lengths drawn from MIXED (real data's spread, where padded batches waste work)."""
     rng = random.Random(seed)
-    return [(sentence(rng, vocab, q_words), sentence(rng, vocab, p_words), sentence(rng, vocab, p_words))
-            for _ in range(n)]
+
+    def length(fixed, span):
+        return rng.randint(*span) if mixed else fixed
+    return [(sentence(rng, vocab, length(q_words, MIXED[0])), sentence(rng, vocab, length(p_words, MIXED[1])),
+             sentence(rng, vocab, length(p_words, MIXED[1]))) for _ in range(n)]
 
 
 def write_pool(path: Path, rows: list[tuple[str, str, str]]) -> Path:

@@ -3,6 +3,7 @@
     python scripts/bench_train.py                 # CPU: small, prints the ratio
     python scripts/bench_train.py --steps 80      # GPU: batch 64, 1 hard negative, bf16, max length 256
     python scripts/bench_train.py --steps 16 --log-every 2 [--bf16] [--compile]   # CPU, as in the README
+    python scripts/bench_train.py --lengths mixed --packed     # padded vs padding-free (train.packed) batches
 
 Both rates are steady-state: the steps before boolcl's second log record are left out of both.
 
@@ -80,7 +81,7 @@ def stock(model_dir: Path, rows, args, work: Path) -> dict:
             "bf16": bool(targs.bf16), "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
 
 
-def boolcl_run(model_dir: Path, pool: Path, args, work: Path, compile_: bool) -> dict:
+def boolcl_run(model_dir: Path, pool: Path, args, work: Path, compile_: bool, packed: bool = False) -> dict:
     import torch
 
     from boolcl.config import compose
@@ -92,7 +93,8 @@ def boolcl_run(model_dir: Path, pool: Path, args, work: Path, compile_: bool) ->
                    f"train.log_every={args.log_every}", "train.save_every=0", "train.report_to=[]",
                    f"train.mixed_precision={'bf16' if args.bf16 else 'auto'}", "train.lr=2e-5",
                    f"train.compile={str(compile_).lower()}", f"train.num_workers={args.workers}",
-                   f"out={work / ('boolcl-compiled' if compile_ else 'boolcl')}"])
+                   f"train.packed={str(packed).lower()}",
+                   f"out={work / ('boolcl' + ('-compiled' if compile_ else '') + ('-packed' if packed else ''))}"])
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -117,6 +119,9 @@ def main() -> None:
     ap.add_argument("--log-every", type=int, default=10, help="boolcl steps between log records (each one syncs the GPU)")
     ap.add_argument("--workers", type=int, default=None, help="boolcl data-loader workers (default: 4 GPU, 0 CPU)")
     ap.add_argument("--compile", action="store_true", help="also time boolcl with train.compile=true")
+    ap.add_argument("--packed", action="store_true", help="also time boolcl with train.packed=true (padding-free)")
+    ap.add_argument("--lengths", choices=["fixed", "mixed"], default="fixed",
+                    help="fixed: 15-token queries, 63-token passages; mixed: 4-24 and 16-240 words, drawn uniformly")
     ap.add_argument("--bf16", action="store_true", help="CPU: both paths in bf16 autocast (AMX CPUs), not fp32")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the packaged MiniLM's)")
     ap.add_argument("--json", default=None, help="write the figures here")
@@ -131,12 +136,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-train-"))
     tok = bc.tokenizer_dir(args.tokenizer)
     model_dir = bc.distilbert_folder(work, tok)
-    rows = bc.triples(args.steps * args.batch, bc.words(tok))
+    rows = bc.triples(args.steps * args.batch, bc.words(tok), mixed=args.lengths == "mixed")
     pool = bc.write_pool(work / "pool" / "train.jsonl", rows)
     n_params = sum(p.numel() for p in __import__("sentence_transformers").SentenceTransformer(str(model_dir)).parameters())
 
     results = {"device": torch.cuda.get_device_name() if cuda else "cpu", "bf16": cuda or args.bf16,
-               "batch": args.batch, "steps": args.steps,
+               "batch": args.batch, "steps": args.steps, "lengths": args.lengths,
                "hard_negatives": 1, "max_length": args.max_length, "parameters": n_params}
     def save():
         if args.json:
@@ -148,8 +153,15 @@ def main() -> None:
     save()
     if args.compile:
         results["boolcl_compiled"] = boolcl_run(model_dir, pool, args, work, compile_=True)
+        save()
+    if args.packed:
+        results["boolcl_packed"] = boolcl_run(model_dir, pool, args, work, compile_=False, packed=True)
+        save()
+    if args.packed and args.compile:
+        results["boolcl_packed_compiled"] = boolcl_run(model_dir, pool, args, work, compile_=True, packed=True)
     peak = peak_flops()
-    for key in ("boolcl", "boolcl_compiled"):
+    variants = ("boolcl", "boolcl_compiled", "boolcl_packed", "boolcl_packed_compiled")
+    for key in variants:
         if key in results:
             r = results[key]
             r["ratio_vs_stock"] = r["triples_per_s"] / results["stock"]["triples_per_s"]
@@ -158,10 +170,12 @@ def main() -> None:
     print(f"\nstock {results['stock']['triples_per_s']:.4g} triples/s | boolcl {results['boolcl']['triples_per_s']:.4g} "
           f"triples/s | ratio {results['boolcl']['ratio_vs_stock']:.2f}x"
           + (f" | MFU {results['boolcl']['mfu']:.1%}" if results['boolcl']['mfu'] else ""))
-    if "boolcl_compiled" in results:
-        r = results["boolcl_compiled"]
-        print(f"boolcl compiled {r['triples_per_s']:.4g} triples/s | ratio {r['ratio_vs_stock']:.2f}x"
-              + (f" | MFU {r['mfu']:.1%}" if r["mfu"] else ""))
+    for key in variants[1:]:
+        if key in results:
+            r = results[key]
+            print(f"{key.replace('_', ' ')} {r['triples_per_s']:.4g} triples/s | ratio {r['ratio_vs_stock']:.2f}x"
+                  f" | {r['triples_per_s'] / results['boolcl']['triples_per_s']:.2f}x padded boolcl"
+                  + (f" | MFU {r['mfu']:.1%}" if r["mfu"] else ""))
     save()
 
 

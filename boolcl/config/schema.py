@@ -119,6 +119,9 @@ class TrainCfg:
     group_by_length: bool = False  # batches of similar length (less padding), in random order
     group_by_cluster: bool = False  # NOT-aware: questions over the same passages share a batch (not with group_by_length)
     compile: bool = False  # torch.compile the encoder (GPU; dynamic shapes)
+    # padding-free: each batch's real tokens in one row, attention kept within each text (retrieval/packing.py);
+    # the same embeddings to float noise, no work on padding
+    packed: bool = False
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
     keep_last: int = 2

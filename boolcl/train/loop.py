@@ -30,6 +30,7 @@ from boolcl.config import to_yaml
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text, check_writable
+from boolcl.retrieval import packing
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, scope
@@ -86,6 +87,8 @@ def build_model(cfg: DictConfig):
     encoder = model[0].auto_model
     if getattr(encoder, "pooler", None) is not None:  # BERT's pooler: computed, never used by SentenceTransformer
         encoder.pooler.requires_grad_(False)  # (DDP would wait forever for its gradients)
+    if t.packed:  # padding-free forwards; before LoRA wraps the encoder
+        packing.install(model)
     if t.gradient_checkpointing:
         encoder.gradient_checkpointing_enable()
     if t.lora.enabled:
