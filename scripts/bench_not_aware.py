@@ -124,6 +124,8 @@ def main() -> None:
     ap.add_argument("--model", default=None,
                     help="the model for every variant (default: the recipe's packaged MiniLM); distilbert-random: "
                          "DistilBERT-base with random weights, as issue 17's GPU measurement asks")
+    ap.add_argument("--tokenizer", default=None,
+                    help="with --model distilbert-random: the tokenizer folder (default: the packaged MiniLM's)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--launch", action="store_true",
                     help="also time each variant's set-up from a fresh process's start (imports included)")
@@ -141,7 +143,7 @@ def main() -> None:
     if args.model:
         import bench_common as bc
 
-        args.model = bc.model_spec(args.model)
+        args.model = bc.model_spec(args.model, args.tokenizer)
         args.overrides = [f"model={args.model}", *args.overrides]  # first: the overrides win; children get it too
         args.model = None
     for spec in args.variant:

@@ -25,7 +25,8 @@ def _make_tiny(root: Path, dropout: float) -> Path:
 
     torch.manual_seed(0)
     hf = root / "hf"
-    tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
+    # BOOLCL_TEST_TOKENIZER: a tokenizer folder, where the packaged MiniLM is not installed (scripts/gpu_issue17.sh)
+    tokenizer = AutoTokenizer.from_pretrained(os.environ.get("BOOLCL_TEST_TOKENIZER") or str(packaged_model_dir()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)

@@ -1,6 +1,7 @@
 """Padding-free forwards (train.packed, retrieval/packing.py): the same embeddings and gradients as
 padded batches, nothing of it saved with the model, and a training run that matches a padded one."""
 import json
+import os
 
 import pytest
 import torch
@@ -25,7 +26,8 @@ def tiny_distilbert_dir(tmp_path_factory):
     torch.manual_seed(0)
     DistilBertModel(DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=0.0,
                                      attention_dropout=0.0, max_position_embeddings=128)).save_pretrained(root / "hf")
-    AutoTokenizer.from_pretrained(str(packaged_model_dir())).save_pretrained(root / "hf")
+    tokenizer = os.environ.get("BOOLCL_TEST_TOKENIZER") or str(packaged_model_dir())  # as conftest's
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(root / "hf")
     SentenceTransformer(str(root / "hf"), device="cpu").save(str(root / "st"))
     return root / "st"
 
