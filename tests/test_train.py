@@ -225,8 +225,10 @@ def test_two_processes_shard_the_data_without_duplicates(tmp_path):
     assert len(per_rank[0]) == len(per_rank[1]) == 9  # 23 items, global batch 6: 3 full steps, rest dropped
 
 
-def test_two_processes_match_one_process(tiny_nodrop_dir, pool, tmp_path):
-    """Same global batch on 1 and 2 processes: same losses and weights, up to float reordering."""
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_two_processes_match_one_process(tiny_nodrop_dir, pool, tmp_path, packed):
+    """Same global batch on 1 and 2 processes: same losses and weights, up to float reordering;
+    with `packed`, the two processes run padding-free (train.packed) and still match the padded one."""
     args = ["recipe=tiny", f"model={tiny_nodrop_dir}", f"train.boolean={pool}", f"train.original={pool}",
             "train.batch_size=2", "train.hard_negatives=1", "train.max_length=32", "train.max_steps=3",
             "train.log_every=1", "train.report_to=[]"]
@@ -235,7 +237,7 @@ def test_two_processes_match_one_process(tiny_nodrop_dir, pool, tmp_path):
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     two = tmp_path / "two"
-    res = _launch([str(ROOT / "train.py"), *args, f"out={two}"], cwd=tmp_path)
+    res = _launch([str(ROOT / "train.py"), *args, f"out={two}", f"train.packed={str(packed).lower()}"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     log1 = [json.loads(x) for x in (one / "train_log.jsonl").read_text().splitlines()]
     log2 = [json.loads(x) for x in (two / "train_log.jsonl").read_text().splitlines()]
