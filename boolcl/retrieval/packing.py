@@ -28,11 +28,6 @@ import torch.nn.functional as F
 from boolcl.errors import ConfigError
 from boolcl.retrieval.models import inner_model
 
-try:
-    from torch.nn.attention.varlen import varlen_attn  # torch >= 2.9: the flash kernel for packed rows
-except ImportError:
-    varlen_attn = None
-
 # On the CPU, short texts, or texts of about one length, share one attention call padded to the longest; long
 # texts of mixed lengths get one call each, which leaves out the padding's quadratic cost. Measured on 2 cores, a
 # training step: on 30 questions of 10-30 tokens the padded call's attention took a third of the loop's time; on the
@@ -42,6 +37,17 @@ except ImportError:
 CPU_PAD_UP_TO = 64  # tokens: texts no longer than this always share one padded call
 CPU_PAD_FILL = 0.5  # or when the real (query, key) pairs are at least this share of the padded call's
 PACKED = "boolcl_packed"  # + "_" + the model's own implementation, which unpacked calls keep using
+
+
+@functools.cache
+def varlen_kernel():
+    """torch's flash kernel for packed rows (torch >= 2.9), or None; imported on first use, as its
+    import takes about a second, which a CPU run should not pay."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
 
 
 def packed_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, *, fallback: str,
@@ -59,7 +65,8 @@ def packed_attention(module, query, key, value, attention_mask, scaling=None, dr
         if longest > CPU_PAD_UP_TO and float((lengths ** 2).sum()) < CPU_PAD_FILL * len(lengths) * longest ** 2:
             return attention_per_text(q, k, v, cu_seq_lens_q, dropout, scaling)[None], None
         return padded_attention(q, k, v, cu_seq_lens_q, longest, dropout, scaling)[None], None
-    if dropout == 0.0 and varlen_attn is not None and q.dtype in (torch.float16, torch.bfloat16):
+    varlen_attn = varlen_kernel() if dropout == 0.0 and q.dtype in (torch.float16, torch.bfloat16) else None
+    if varlen_attn is not None:
         out = varlen_attn(q, k, v, cu_seq_lens_q, cu_seq_lens_q, int(max_length_q), int(max_length_q), scale=scaling)
         return out[None], None
     offsets = cu_seq_lens_q.to(torch.long)  # one jagged batch: flash or memory-efficient kernels, with dropout
