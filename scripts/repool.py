@@ -1,11 +1,13 @@
 """A copy of a scope-pooled model folder that pools its head's token classes by another rule.
 
     python scripts/repool.py results/parts/runs/tokens-s1 results/repool/tokens-s1-parts --mode parts
+    python scripts/repool.py results/generalisation/runs/not_plus-s1 results/repool/np-s1-d0.6 --drop 0.6
     boolcl evaluate results/repool/tokens-s1-parts data=sample eval.max_length=128
 
-The encoder and the head stay as trained; only `ScopePooling.mode` (pooling.py) changes, in
-the copy's `modules.json`-listed ScopePooling config. This is how the README's "Where
-not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling under `parts`.
+The encoder and the head stay as trained; only `ScopePooling.mode` and/or `.drop`
+(pooling.py) change, in the copy's `modules.json`-listed ScopePooling config. This is how
+the README's "Where not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling
+under `parts`, and how "Negated statements" scores a trained model at other subtraction strengths.
 """
 from __future__ import annotations
 
@@ -19,12 +21,17 @@ from boolcl.pooling import MODES, check_mode
 SCOPE_TYPE = "boolcl.pooling.ScopePooling"
 
 
-def repool(src: Path, out: Path, mode: str) -> Path:
-    """Copy `src` to `out` with the scope head's mode set; returns the changed config file."""
+def repool(src: Path, out: Path, mode: str | None = None, drop: float | None = None) -> Path:
+    """Copy `src` to `out` with the scope head's mode and/or drop set; returns the changed config file."""
+    if mode is None and drop is None:
+        raise SystemExit("nothing to change: give --mode, --drop or both")
     try:
-        check_mode(mode)
+        if mode is not None:
+            check_mode(mode)
     except ValueError as err:
         raise SystemExit(f"--mode: {err}") from None
+    if drop is not None and not drop >= 0:
+        raise SystemExit(f"--drop is how hard the excluded part is subtracted (>= 0), got {drop}")
     if not (src / "modules.json").is_file():
         raise SystemExit(f"{src}: not a model folder (no modules.json)")
     modules = json.loads((src / "modules.json").read_text())
@@ -38,7 +45,7 @@ def repool(src: Path, out: Path, mode: str) -> Path:
     shutil.copytree(src, partial)
     config = partial / heads[0]["path"] / "config.json"
     settings = json.loads(config.read_text())
-    settings["mode"] = mode
+    settings |= {k: v for k, v in (("mode", mode), ("drop", drop)) if v is not None}
     config.write_text(json.dumps(settings, indent=4) + "\n")
     partial.rename(out)
     return out / heads[0]["path"] / "config.json"
@@ -48,10 +55,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", type=Path, help="a model folder with scope pooling (a run folder)")
     ap.add_argument("out", type=Path, help="where the copy goes (must not exist)")
-    ap.add_argument("--mode", required=True, help=f"the pooling rule: {' | '.join(MODES)}")
+    ap.add_argument("--mode", help=f"the pooling rule: {' | '.join(MODES)} (default: as trained)")
+    ap.add_argument("--drop", type=float, help="how hard the excluded part is subtracted (default: as trained)")
     args = ap.parse_args()
-    changed = repool(args.model, args.out, args.mode)
-    print(f"{args.out}: the scope head pools by {args.mode!r} ({changed})")
+    changed = repool(args.model, args.out, args.mode, args.drop)
+    settings = json.loads(changed.read_text())
+    print(f"{args.out}: the scope head pools by {settings['mode']!r} at drop {settings['drop']} ({changed})")
     return 0
 
 

@@ -302,16 +302,18 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
     """The frozen teacher, the plain questions, cluster batches, the decomposition targets (from
     the starting model, also on resume) and the scope head (fitted once, before the first step;
-    then restored with the rest) keep resume exact; synthetic wordings, practice sentences and
-    negated statements included."""
+    then restored with the rest) keep resume exact; synthetic wordings, practice sentences,
+    negated statements and hidden markers (drawn from the per-step seed) included."""
     import shutil
 
     from safetensors.torch import load_file
 
     common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1",
-              "train.scope.synthetic=1", "train.negation.pairs=2"]
+              "train.scope.synthetic=1", "train.negation.pairs=2", "train.scope.hide_markers=0.5"]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
     assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {"pairs": 2, "asked": 2}
+    hidden = [json.loads(x).get("loss_scope_hidden") for x in (full / "train_log.jsonl").read_text().splitlines()]
+    assert all(h is not None for h in hidden) and any(h > 0 for h in hidden)
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
     shutil.copytree(full / "checkpoint-3", resumed_dir / "checkpoint-3")

@@ -45,3 +45,25 @@ def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model
     assert bad.returncode != 0 and "tokens, parts" in bad.stderr and not (tmp_path / "other").exists()
     plain = repool(tiny_model_dir, tmp_path / "plain", "--mode", "parts")
     assert plain.returncode != 0 and "no scope head" in plain.stderr
+
+
+def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp_path):
+    model = load_model(str(tiny_model_dir))
+    head = install(model, drop=0.5, hidden=4, mode="parts")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    model.save(str(tmp_path / "run"))
+    head.drop = 1.5  # what the copy must embed
+    expected = model.encode(TEXTS, convert_to_tensor=True)
+
+    done = repool(tmp_path / "run", tmp_path / "d15", "--drop", "1.5")
+    assert done.returncode == 0, done.stderr
+    copy = scope_pooling(load_model(str(tmp_path / "d15")))
+    assert (copy.drop, copy.mode) == (1.5, "parts")
+    assert torch.allclose(load_model(str(tmp_path / "d15")).encode(TEXTS, convert_to_tensor=True), expected, atol=1e-6)
+    assert scope_pooling(load_model(str(tmp_path / "run"))).drop == 0.5
+    for args, message in [((), "nothing to change"), (("--drop", "-1"), "--drop")]:
+        bad = repool(tmp_path / "run", tmp_path / "bad", *args)
+        assert bad.returncode != 0 and message in bad.stderr and not (tmp_path / "bad").exists()

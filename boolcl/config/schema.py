@@ -78,6 +78,9 @@ class ScopeCfg:
     # rows the warm-up fits on: the training questions, filled up with practice sentences; on the sample 512 left the
     # head's held-out accuracy where 1024 had it for 60% of the warm-up's time (README: NOT-aware training)
     warmup_rows: int = 512
+    # share of the exclusion questions the head also reads with their marker words hidden (swapped for other rows'
+    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, README: hidden markers)
+    hide_markers: float = 0.0
     warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
     # wordings that join the same parts without excluding (and, or, as well as): all-ordinary practice; []: none

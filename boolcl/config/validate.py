@@ -74,6 +74,9 @@ def validate(cfg: DictConfig) -> None:
     if not 0 <= t.scope.warmup_until <= 1:
         raise ConfigError(f"train.scope.warmup_until is a recall in [0, 1] (0: all train.scope.warmup steps), "
                           f"got {t.scope.warmup_until}")
+    if not 0 <= t.scope.hide_markers <= 1:
+        raise ConfigError(f"train.scope.hide_markers is the share of exclusion questions read with their marker "
+                          f"words hidden, in [0, 1] (0: none), got {t.scope.hide_markers}")
     for key in ("templates", "contrast"):
         for template in t.scope[key]:
             fields = re.findall(r"\{(\w*)\}", template)

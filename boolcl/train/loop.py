@@ -145,7 +145,8 @@ def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) 
     s = cfg.train.scope
     return scope.warm_up(model, pooling.scope_pooling(model), data.items,
                          data.practice if s.warmup_practice else None, steps=s.warmup, lr=s.lr, seed=cfg.seed,
-                         prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows)
+                         prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows,
+                         hide_markers=s.hide_markers)
 
 
 @dataclass
@@ -295,7 +296,8 @@ def train(cfg: DictConfig) -> Path:
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py);
     # the retention teacher embeds the texts retention needs once, here, and is then let go
     objective = Objective(t, model.similarity_fn_name or "cosine", teacher, autocast=accelerator.autocast,
-                          items=data.items, collator=data.loader.collate_fn, device=accelerator.device)
+                          items=data.items, collator=data.loader.collate_fn, device=accelerator.device,
+                          scope_head=pooling.scope_pooling(model))
     del teacher
     if t.scope.weight and t.scope.warmup and resume_from is None:
         data.mix["scope_warmup"] = warm_up_scope(cfg, model, data, query_prompt)
@@ -331,7 +333,7 @@ def train(cfg: DictConfig) -> Path:
                     q = forward(batch.query_features)
                     p = forward(batch.passage_features)
                     loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch,
-                                            (q.get("scope_logits"), p.get("scope_logits")))
+                                            (q.get("scope_logits"), p.get("scope_logits")), q.get("token_embeddings"))
                     if not torch.isfinite(loss):
                         raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
                     accelerator.backward(loss)

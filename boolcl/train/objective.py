@@ -8,6 +8,7 @@
                                the Boolean ones of retention.operators)
          + decomposition.weight · (1 - cos to the starting model's decomposition of each NOT question)
          + scope.weight     · cross-entropy of the scope-pooling head's token classes (scope.py)
+                              (+ the same on a share of the questions with their markers hidden)
 
 Each term is reported on its own in the training log, so a run shows what each one did.
 """
@@ -27,7 +28,7 @@ from boolcl.train.not_aware import (
     QueryContrast,
     Retention,
 )
-from boolcl.train.scope import ScopeLoss
+from boolcl.train.scope import HiddenMarkerLoss, ScopeLoss
 
 
 class StartView:
@@ -115,7 +116,7 @@ class TeacherEmbeddings:
 
 class Objective:
     def __init__(self, t, similarity: str, teacher=None, autocast=contextlib.nullcontext, items=(),
-                 collator: Collator | None = None, device: torch.device | str = "cpu"):
+                 collator: Collator | None = None, device: torch.device | str = "cpu", scope_head=None):
         """`t` is the train config. With retention on, `teacher` (`StartView` of the starting
         model, on `device`) embeds once the texts of `items` that retention needs, tokenised by
         `collator`; the teacher itself is not kept."""
@@ -129,6 +130,11 @@ class Objective:
         self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
         self.decomposition = DecompositionDistill() if t.decomposition.weight else None
         self.scope = ScopeLoss() if t.scope.weight else None
+        self.hidden_markers = None
+        if t.scope.weight and t.scope.hide_markers:
+            if scope_head is None:
+                raise ValueError("train.scope.hide_markers needs the model's scope head")
+            self.hidden_markers = HiddenMarkerLoss(scope_head, t.scope.hide_markers)
         self.teacher_embeddings = None
         if self.retention is not None:
             if teacher is None or collator is None:
@@ -136,9 +142,11 @@ class Objective:
             self.teacher_embeddings = TeacherEmbeddings(teacher, items, collator, autocast, device)
 
     def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: Batch,
-                 scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                 scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 query_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """q: all query rows' embeddings, p: all passage rows' (laid out as `Batch` says).
-        scope_logits: the scope head's (query, passage) token logits."""
+        scope_logits: the scope head's (query, passage) token logits; query_tokens: the query
+        rows' token embeddings (train.scope.hide_markers reads them)."""
         t, b = self.t, batch.n_queries
         q_main = q[:b]
         if t.loss == "margin_mse":
@@ -169,4 +177,7 @@ class Objective:
             q_logits, p_logits = scope_logits
             parts["scope"] = t.scope.weight * self.scope(q_logits, batch.scope_labels, p_logits,
                                                          batch.passage_features["attention_mask"])
+        if self.hidden_markers is not None:
+            parts["scope_hidden"] = t.scope.weight * self.hidden_markers(
+                query_tokens, batch.scope_labels, batch.query_features["attention_mask"])
         return sum(parts.values()), parts
