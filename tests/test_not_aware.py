@@ -124,7 +124,8 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     assert not any(isinstance(m, pooling.ScopePooling) for m in teacher.stages)
     old_teacher = copy.deepcopy(model).eval().requires_grad_(False)  # what Objective used to keep
     data = build_data(cfg, model, 2, None, None)
-    objective = Objective(cfg.train, "cosine", teacher, items=data.items, collator=data.loader.collate_fn)
+    objective = Objective(cfg.train, "cosine", teacher, items=data.items, collator=data.loader.collate_fn,
+                          scope_head=pooling.scope_pooling(model))
     with torch.no_grad():  # the student moves away from its start, so the KL is not zero
         gen = torch.Generator().manual_seed(0)
         for w in model[0].parameters():
@@ -133,10 +134,9 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     data.dataset.set_epoch(1)
     batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
     assert 0 < int(batch.retained.sum()) < batch.n_queries
-    q = model(dict(batch.query_features))["sentence_embedding"]
-    p = model(dict(batch.passage_features))["sentence_embedding"]
-    _, parts = objective(q, p, batch, (model(dict(batch.query_features))["scope_logits"],
-                                       model(dict(batch.passage_features))["scope_logits"]))
+    q_out, p_out = model(dict(batch.query_features)), model(dict(batch.passage_features))
+    q, p = q_out["sentence_embedding"], p_out["sentence_embedding"]
+    _, parts = objective(q, p, batch, (q_out["scope_logits"], p_out["scope_logits"]), q_out["token_embeddings"])
     b = batch.n_queries
     with torch.no_grad():
         teacher_q = old_teacher(dict(batch.query_features))["sentence_embedding"][:b]
@@ -284,7 +284,7 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     assert [r["step"] for r in log] == list(range(1, 11))
     terms = {k for r in log for k in r if k.startswith("loss_")}
     assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_decomposition",
-                     "loss_scope"}
+                     "loss_scope", "loss_scope_hidden"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "synthetic": 0}

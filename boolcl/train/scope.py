@@ -254,6 +254,8 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
     it stops at the end of the first pass after which every class's recall reaches `until`: on
     the sample that is about 5 passes, 150-180 of the 300 steps, after which the loss only
     creeps down on rows the head already labels right. `steps` stays the most it takes.
+    With `hide_markers`, that share of the exclusion rows is read with its markers hidden
+    (`hidden_markers`); the stop check counts the rows as they are.
     Returns the steps taken, the last loss and each class's recall on all the rows."""
     gen = torch.Generator().manual_seed(seed)
     texts = [it.query for it in items]
