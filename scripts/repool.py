@@ -7,7 +7,7 @@
 The encoder and the head stay as trained; only `ScopePooling.mode` and/or `.drop`
 (pooling.py) change, in the copy's `modules.json`-listed ScopePooling config. This is how
 the README's "Where not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling
-under `parts`, and how "Negated statements" scores a trained model at other subtraction strengths.
+under `parts`, and how "Moving along the trade" scores trained models at other subtraction strengths.
 """
 from __future__ import annotations
 
