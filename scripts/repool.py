@@ -25,11 +25,11 @@ def repool(src: Path, out: Path, mode: str | None = None, drop: float | None = N
     """Copy `src` to `out` with the scope head's mode and/or drop set; returns the changed config file."""
     if mode is None and drop is None:
         raise SystemExit("nothing to change: give --mode, --drop or both")
-    try:
-        if mode is not None:
+    if mode is not None:
+        try:
             check_mode(mode)
-    except ValueError as err:
-        raise SystemExit(f"--mode: {err}") from None
+        except ValueError as err:
+            raise SystemExit(f"--mode: {err}") from None
     if drop is not None and not drop >= 0:
         raise SystemExit(f"--drop is how hard the excluded part is subtracted (>= 0), got {drop}")
     if not (src / "modules.json").is_file():

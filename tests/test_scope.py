@@ -242,6 +242,9 @@ def test_hidden_markers_swap_marker_words_for_ordinary_tokens_and_unlabel_them()
     pool = ordinary_positions(labels, mask)
     # no [CLS], no last real token ([SEP]), no marker, excluded or padding
     assert pool.tolist() == [[0, 1], [1, 1], [1, 2], [1, 3], [1, 4], [2, 1]]
+    # left padding: the same words, wherever the row starts
+    left = torch.tensor([[I, O, O, M, X, O]])
+    assert ordinary_positions(left, (left != I).long()).tolist() == [[0, 2]]
     x, y, rows = hidden_markers(tokens, labels, tokens, pool, 1.0, torch.Generator().manual_seed(0))
     assert rows.tolist() == [True, False, True]
     where = labels == M

@@ -210,10 +210,10 @@ def class_recall(head, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.T
 
 
 def ordinary_positions(labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(n, 2) (row, token) of every ordinary word token: not a row's first or last ([CLS], [SEP])."""
-    lengths = mask.sum(1, keepdim=True)
-    at = torch.arange(labels.shape[1], device=labels.device)[None, :]
-    inner = (at > 0) & (at < lengths - 1) & (labels == ORDINARY)
+    """(n, 2) (row, token) of every ordinary word token: not a row's first or last real token
+    ([CLS], [SEP]), wherever the padding is (left or right)."""
+    rank = mask.cumsum(1)  # 1 at a row's first real token, its length at its last
+    inner = mask.bool() & (rank > 1) & (rank < mask.sum(1, keepdim=True)) & (labels == ORDINARY)
     return torch.nonzero(inner)
 
 
@@ -231,7 +231,7 @@ def hidden_markers(x: torch.Tensor, y: torch.Tensor, tokens: torch.Tensor, ordin
     where = (y == MARKER) & rows[:, None]
     n = int(where.sum())
     if not n or not len(ordinary):
-        return x, y, rows & False
+        return x, y, torch.zeros_like(rows)
     pick = ordinary[torch.randint(len(ordinary), (n,), generator=gen).to(ordinary.device)]
     x, y = x.clone(), y.clone()
     x[where] = tokens[pick[:, 0], pick[:, 1]]
