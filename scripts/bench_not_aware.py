@@ -14,13 +14,20 @@ other, on the same data, batch and seed, through the real `train()` loop. For ea
 
 - triples/s over the same steady-state window (log records `--warmup` .. last: the first
   steps pay for allocator and kernel warm-up and are left out),
-- the set-up seconds (from calling train() to the first step: model, data, decomposition
-  targets, retention teacher, scope warm-up), with those three parts timed on their own,
+- the set-up seconds (from calling train() to the first step: model, data, the start table
+  that retention and the decomposition targets read, the targets' arithmetic, the scope
+  warm-up), with those three parts timed on their own (the in-process runs start with an
+  empty cache),
 - both as ratios to `paper-not`,
 - with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
   (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
-  a child process of its own, one at a time; with `--repeat N`, N rounds that launch every
-  variant in turn, and the median of each (one launch swings by a second on a shared machine).
+  a child process of its own, one at a time, twice: with an empty embedding cache (`cold`: the
+  first run on a pool) and with the one its run above filled (`warm`: a later seed, variant or
+  resume on the same pool and starting model reads the start table, train.cache_start_table);
+  with `--repeat N`, N rounds that launch every variant in turn, and
+  the median of each (one launch swings by a second on a shared machine).
+
+Every run here gets an embedding cache of its own in a temporary folder, never ~/.cache.
 
 Time it alone: two torch processes on the same cores slow each other far more than twice.
 """
@@ -41,16 +48,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
 
 VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": []}
+LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
+            "warm": "the cache the run above filled (a later seed, variant or resume on the same pool and model)"}
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
 
 
 @contextmanager
 def timed_setup(clock: dict):
     """Wrap the set-up helpers that train() calls to time them, and note when the loop starts."""
-    from boolcl.train import loop, scope
+    from boolcl.train import decomposition, loop, scope
 
-    saved = {"attach_targets": loop.attach_targets, "Objective": loop.Objective, "warm_up": scope.warm_up,
-             "Meter": loop.Meter}
+    saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets,
+             "warm_up": scope.warm_up, "Meter": loop.Meter}
 
     def timing(name, fn):
         def wrapper(*args, **kwargs):
@@ -66,24 +75,25 @@ def timed_setup(clock: dict):
             clock["loop_start"] = self.start
             clock["loop_start_wall"] = time.time()
 
-    loop.attach_targets = timing("decomposition_s", saved["attach_targets"])
-    loop.Objective = timing("objective_s", saved["Objective"])  # the retention teacher and its embeddings
+    loop.StartTable = timing("start_table_s", saved["StartTable"])  # the start's embeddings (retention, targets)
+    decomposition.attach_targets = timing("decomposition_s", saved["attach_targets"])
     scope.warm_up = timing("scope_warmup_s", saved["warm_up"])
     loop.Meter = Meter
     try:
         yield
     finally:
-        loop.attach_targets, loop.Objective, scope.warm_up, loop.Meter = (
-            saved["attach_targets"], saved["Objective"], saved["warm_up"], saved["Meter"])
+        loop.StartTable, decomposition.attach_targets, scope.warm_up, loop.Meter = (
+            saved["StartTable"], saved["attach_targets"], saved["warm_up"], saved["Meter"])
 
 
-def run_variant(name: str, overrides: list[str], args, work: Path) -> dict:
+def run_variant(name: str, overrides: list[str], args, work: Path, cache: Path) -> dict:
     from boolcl.config import compose
     from boolcl.train.loop import train
 
     cfg = compose(["recipe=not_plus_tiny", *overrides, f"seed={args.seed}", f"train.batch_size={args.batch}",
                    f"train.max_steps={args.steps}", "train.log_every=1", "train.save_every=0",
-                   "train.report_to=[]", "train.eval_every=0", f"out={work / name}", *args.overrides])
+                   "train.report_to=[]", "train.eval_every=0", f"out={work / name}", *args.overrides,
+                   f"eval.cache_dir={cache}"])
     clock: dict = {}
     with timed_setup(clock):
         start = time.perf_counter()
@@ -100,10 +110,12 @@ def run_variant(name: str, overrides: list[str], args, work: Path) -> dict:
             "loop_start_wall": clock["loop_start_wall"], **{k: round(v, 3) for k, v in clock.items() if k.endswith("_s")}}
 
 
-def launch_setup(name: str, args) -> float:
-    """Seconds from starting a fresh `python` on this script (one variant, two steps) to its first step."""
-    cmd = [sys.executable, __file__, "--child", name, "--steps", "2", "--warmup", "1", "--batch", str(args.batch),
-           "--seed", str(args.seed), *(f"--variant={v}" for v in args.variant), *args.overrides]
+def launch_setup(name: str, args, cache: Path) -> float:
+    """Seconds from starting a fresh `python` on this script (one variant, two steps, embedding
+    cache in `cache`) to its first step."""
+    cmd = [sys.executable, __file__, "--child", name, "--cache", str(cache), "--steps", "2", "--warmup", "1",
+           "--batch", str(args.batch), "--seed", str(args.seed), *(f"--variant={v}" for v in args.variant),
+           *args.overrides]
     start = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode:
@@ -132,6 +144,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="with --launch: rounds of launches, every variant once per round; the median counts")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant, figures as JSON on stdout
+    ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)  # the child's embedding cache
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every variant")
     args = ap.parse_args()
     if args.repeat < 1:
@@ -154,7 +167,7 @@ def main() -> None:
         VARIANTS[name] = overrides
     if args.child:
         work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
-        r = run_variant(args.child, VARIANTS[args.child], args, work)
+        r = run_variant(args.child, VARIANTS[args.child], args, work, Path(args.cache))
         print(json.dumps(r))
         return
     import torch
@@ -167,38 +180,46 @@ def main() -> None:
                "warmup": args.warmup, "variants": {}}
     for name in names:
         print(f"--- {name}", flush=True)
-        results["variants"][name] = run_variant(name, VARIANTS[name], args, work)
+        results["variants"][name] = run_variant(name, VARIANTS[name], args, work, work / f"cache-{name}")
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
     if args.launch:
         for round_ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every variant
             for name in names:
-                print(f"--- {name}: set-up from a fresh process ({round_ + 1}/{args.repeat})", flush=True)
-                results["variants"][name].setdefault("launch_setups_s", []).append(launch_setup(name, args))
-        for name in names:
-            results["variants"][name]["launch_setup_s"] = statistics.median(results["variants"][name]["launch_setups_s"])
+                for mode in LAUNCHES:
+                    print(f"--- {name}: set-up from a fresh process, {mode} ({round_ + 1}/{args.repeat})", flush=True)
+                    cache = work / f"cache-{name}" if mode == "warm" else Path(tempfile.mkdtemp(dir=work))
+                    results["variants"][name].setdefault(f"launch_setups_{mode}_s", []).append(
+                        launch_setup(name, args, cache))
+        for r in results["variants"].values():
+            for mode in LAUNCHES:
+                r[f"launch_setup_{mode}_s"] = statistics.median(r[f"launch_setups_{mode}_s"])
     ref = results["variants"]["paper-not"]
     for r in results["variants"].values():
         r["time_per_step_ratio"] = r["s_per_step"] / ref["s_per_step"]
         r["setup_ratio"] = r["setup_s"] / ref["setup_s"]
         if args.launch:
-            r["launch_setup_ratio"] = r["launch_setup_s"] / ref["launch_setup_s"]
+            for mode in LAUNCHES:
+                r[f"launch_setup_{mode}_ratio"] = r[f"launch_setup_{mode}_s"] / ref[f"launch_setup_{mode}_s"]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"\n{results['device']}, {results['threads']} threads, batch {args.batch}, "
           f"steps {args.warmup + 1}..{args.steps} timed")
     print(f"{'variant':18} {'triples/s':>10} {'s/step':>8} {'x paper':>8} {'set-up s':>9} {'x paper':>8}"
-          f"  {'decomp s':>8} {'teacher s':>9} {'scope s':>8}")
+          f"  {'start table s':>13} {'decomp s':>8} {'scope s':>8}")
     for name, r in results["variants"].items():
         print(f"{name:18} {r['triples_per_s']:10.2f} {r['s_per_step']:8.3f} {r['time_per_step_ratio']:7.2f}x "
-              f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('decomposition_s', 0):8.1f} "
-              f"{r.get('objective_s', 0):9.1f} {r.get('scope_warmup_s', 0):8.1f}")
+              f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('start_table_s', 0):13.1f} "
+              f"{r.get('decomposition_s', 0):8.1f} {r.get('scope_warmup_s', 0):8.1f}")
     if args.launch:
         print("\nset-up from a fresh process's start to the first step (imports included)"
               + (f", median of {args.repeat} launches:" if args.repeat > 1 else ":"))
-        for name, r in results["variants"].items():
-            each = "  (" + ", ".join(f"{x:.1f}" for x in r["launch_setups_s"]) + ")" if args.repeat > 1 else ""
-            print(f"{name:18} {r['launch_setup_s']:9.1f} s {r['launch_setup_ratio']:7.2f}x{each}")
+        for mode, what in LAUNCHES.items():
+            print(f"{mode}: {what}")
+            for name, r in results["variants"].items():
+                runs = r[f"launch_setups_{mode}_s"]
+                each = "  (" + ", ".join(f"{x:.1f}" for x in runs) + ")" if args.repeat > 1 else ""
+                print(f"  {name:16} {r[f'launch_setup_{mode}_s']:9.1f} s {r[f'launch_setup_{mode}_ratio']:7.2f}x{each}")
 
 
 if __name__ == "__main__":

@@ -57,15 +57,23 @@ def test_synthetic_wordings_reuse_each_groups_phrases_through_every_template():
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
-def test_teacher_targets_are_the_decomposition_arithmetic(tiny_model_dir, similarity):
+def test_teacher_targets_are_the_decomposition_arithmetic_on_the_start(tiny_model_dir, similarity):
     from boolcl.retrieval.models import load_model
+    from boolcl.train.collate import Collator
+    from boolcl.train.start_table import StartTable, StartView
 
     model = load_model(str(tiny_model_dir), similarity=similarity)
     qs, parts = ["a, but not b?", "c other than d?"], [("A?", "B?"), ("C?", "D?")]
-    v = teacher_targets(model, qs, parts, drop=1.5, anchor=0.25)
-    enc = lambda xs: model.encode(xs, convert_to_tensor=True, normalize_embeddings=similarity == "cosine").float().cpu()
+    collator = Collator(model.tokenizer, model.max_seq_length, 1)
+    rows = ["q: " + x for x in [*qs, "A?", "C?", "B?", "D?"]]
+    table = StartTable(StartView(model), rows, collator)
+    v = teacher_targets(table.embed, qs, parts, drop=1.5, anchor=0.25, normalize=similarity == "cosine",
+                        prompt="q: ")
+    enc = lambda xs: model.encode(xs, prompt="q: ", convert_to_tensor=True,
+                                  normalize_embeddings=similarity == "cosine").float().cpu()
     expected = 0.25 * enc(qs) + enc(["A?", "C?"]) - 1.5 * enc(["B?", "D?"])
     assert v.shape == expected.shape and torch.allclose(v, expected, atol=1e-5)
+    assert not torch.allclose(v, 0.25 * enc(qs) + enc(["A?", "C?"]) - 1.0 * enc(["B?", "D?"]), atol=1e-3)
 
 
 def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():

@@ -119,13 +119,12 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
 
     cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run")
     torch.manual_seed(cfg.seed)
-    model, teacher = build_model(cfg)
+    model, start = build_model(cfg)
     assert pooling.scope_pooling(model) is not None
-    assert not any(isinstance(m, pooling.ScopePooling) for m in teacher.stages)
+    assert not any(isinstance(m, pooling.ScopePooling) for m in start.stages)
     old_teacher = copy.deepcopy(model).eval().requires_grad_(False)  # what Objective used to keep
-    data = build_data(cfg, model, 2, None, None)
-    objective = Objective(cfg.train, "cosine", teacher, items=data.items, collator=data.loader.collate_fn,
-                          scope_head=pooling.scope_pooling(model))
+    data = build_data(cfg, model, 2, None, None, start)
+    objective = Objective(cfg.train, "cosine", data.start, scope_head=pooling.scope_pooling(model))
     with torch.no_grad():  # the student moves away from its start, so the KL is not zero
         gen = torch.Generator().manual_seed(0)
         for w in model[0].parameters():
@@ -164,7 +163,7 @@ def test_the_teacher_view_is_the_plain_start_and_leaves_the_student_alone(tiny_m
         return model, teacher, torch.rand(3)
 
     model, teacher, after = student()
-    without, none, after_without = student("train.retention.weight=0")
+    without, none, after_without = student("train.retention.weight=0", "train.decomposition.weight=0")
     assert none is None and teacher is not None
     state, state_without = model.state_dict(), without.state_dict()
     assert state.keys() == state_without.keys() and all(torch.equal(state[k], state_without[k]) for k in state)
@@ -187,12 +186,12 @@ def test_the_teacher_view_is_the_plain_start_and_leaves_the_student_alone(tiny_m
 def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool, tmp_path):
     from boolcl.errors import TrainingError
     from boolcl.retrieval.models import load_model
-    from boolcl.train.objective import StartView, TeacherEmbeddings
+    from boolcl.train.start_table import StartTable, StartView, retention_rows
 
     model = load_model(str(tiny_model_dir))
     items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", retain=True)]
     collator = Collator(model.tokenizer, 16, 1)
-    cache = TeacherEmbeddings(StartView(model), items, collator)
+    cache = StartTable(StartView(model), retention_rows(items, collator), collator)
     assert len(cache) == 4  # the query, its two passages and the empty filler
     known = collator._tokenize(["C", "D"])
     with torch.no_grad():
@@ -200,7 +199,38 @@ def test_a_text_the_teacher_never_embedded_is_an_error(tiny_model_dir, not_pool,
     assert torch.allclose(cache.lookup(known), direct, atol=1e-6)
     with pytest.raises(TrainingError, match="never embedded"):
         cache.lookup(collator._tokenize(["C", "an unseen passage"]))
-    assert len(TeacherEmbeddings(StartView(model), [Item("q", ["c"], ["C"], [], [], "not")], collator)) == 0
+    assert retention_rows([Item("q", ["c"], ["C"], [], [], "not")], collator) == []  # nothing retained
+    assert len(StartTable(StartView(model), [], collator)) == 0
+    assert torch.equal(cache.embed(["C"]), cache.lookup(collator._tokenize(["C"])))  # by text, as decomposition reads it
+    with pytest.raises(TrainingError, match="never embedded"):
+        cache.embed(["an unseen passage"])
+
+
+def test_the_start_table_is_cached_and_read_back_to_the_bit(tiny_model_dir, tmp_path):
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.start_table import StartTable, StartView, retention_rows
+
+    model = load_model(str(tiny_model_dir))
+    items = [Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple", retain=True),
+             Item("another q", ["e"], ["E passage"], ["c"], ["C"], "simple", retain=True)]
+    collator = Collator(model.tokenizer, 16, 1)
+    rows = retention_rows(items, collator) + ["a NOT question?", "its kept part?"]
+    plain = StartTable(StartView(model), rows, collator, batch_size=2)
+    assert plain.cache is None and len(plain) == len(rows)
+    first = StartTable(StartView(model), rows, collator, batch_size=2, cache_dir=tmp_path, identity="start")
+    assert first.cache["encoded_here"] == 1 and torch.equal(first.table, plain.table)
+
+    def no_forward(features):
+        raise AssertionError("a cached table needs no forward of the start")
+
+    again = StartTable(no_forward, rows, collator, batch_size=2, cache_dir=tmp_path, identity="start")
+    assert again.cache["read"] == 1 and torch.equal(again.table, plain.table) and again.index == plain.index
+    with pytest.raises(AssertionError, match="no forward"):  # another starting model: its own entry
+        StartTable(no_forward, rows, collator, batch_size=2, cache_dir=tmp_path, identity="other start")
+    with pytest.raises(AssertionError, match="no forward"):  # other texts: their own entry
+        StartTable(no_forward, rows[:-1], collator, batch_size=2, cache_dir=tmp_path, identity="start")
+    with pytest.raises(ValueError, match="identity"):
+        StartTable(StartView(model), rows, collator, cache_dir=tmp_path)
 
 
 # ---------------------------------------------------------------- data
@@ -309,15 +339,20 @@ def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path
     from safetensors.torch import load_file
 
     common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1",
-              "train.scope.synthetic=1", "train.negation.pairs=2", "train.scope.hide_markers=0.5"]
+              "train.scope.synthetic=1", "train.negation.pairs=2", "train.scope.hide_markers=0.5",
+              f"eval.cache_dir={tmp_path / 'cache'}"]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
-    assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {"pairs": 2, "asked": 2}
+    mix = json.loads((full / "data_manifest.json").read_text())["mix"]
+    assert mix["negation"] == {"pairs": 2, "asked": 2}
+    assert mix["start_table"]["encoded_here"] == 1  # the start's table, encoded and cached
     hidden = [json.loads(x).get("loss_scope_hidden") for x in (full / "train_log.jsonl").read_text().splitlines()]
     assert all(h is not None for h in hidden) and any(h > 0 for h in hidden)
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
     shutil.copytree(full / "checkpoint-3", resumed_dir / "checkpoint-3")
     resumed = train(plus_cfg(tiny_model_dir, not_pool, resumed_dir, *common, "train.resume=true"))
+    cached = json.loads((resumed / "data_manifest.json").read_text())["mix"]["start_table"]
+    assert cached["encoded_here"] == 0 and cached["read"] == 1  # read back: the same weights to the bit
     a, b = (load_file(str(f / "model.safetensors")) for f in (full, resumed))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

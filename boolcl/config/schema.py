@@ -125,6 +125,10 @@ class TrainCfg:
     # padding-free: each batch's real tokens in one row, attention kept within each text (retrieval/packing.py);
     # the same embeddings to float noise, no work on padding
     packed: bool = False
+    # the starting model's embeddings that retention and decomposition compare with, in the embedding cache
+    # (eval.cache_dir): a later run on the same pool from the same model (another seed, a variant, a resume)
+    # reads them instead of encoding them (train/start_table.py)
+    cache_start_table: bool = True
     log_every: int = 10
     save_every: int = 0  # steps between checkpoints; 0: only the final one
     keep_last: int = 2

@@ -73,9 +73,12 @@ def precision_of(model) -> str:
     return "none" if dtype is None else str(dtype).removeprefix("torch.")
 
 
-def encoder_state(model, *, model_fp: str | None = None, precision: str | None = None) -> dict:
-    """Everything about `model` that changes a vector except the prompt (see `embedding_identity`)."""
-    tokenizer = getattr(model, "tokenizer", None)
+def encoder_state(model, *, model_fp: str | None = None, precision: str | None = None,
+                  with_tokenizer: bool = True) -> dict:
+    """Everything about `model` that changes a vector except the prompt (see `embedding_identity`).
+    `with_tokenizer=False` leaves the tokenizer out, for a cache keyed by token ids already
+    (train/start_table.py), where describing it would only cost time."""
+    tokenizer = getattr(model, "tokenizer", None) if with_tokenizer else None
     state = {"weights": model_fp or fingerprint(model),
             "tokenizer": None if tokenizer is None else tokenizer_state(tokenizer),
             "modules": [_module_state(name, m) for name, m in model._modules.items()],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -98,38 +99,53 @@ def synthetic_questions(items, templates: Sequence[str], seed: int) -> list[tupl
     return ordered
 
 
-@torch.no_grad()
-def teacher_targets(model, questions: Sequence[str], parts: Sequence[tuple[str, str]], *, drop: float,
-                    anchor: float, prompt: str | None = None, batch_size: int = 64) -> torch.Tensor:
+@dataclass
+class Plan:
+    """What the targets are made of, known before any encoding: the NOT items whose target
+    splits, the synthetic wordings (question, kept, dropped), and per target row its question
+    and (kept, dropped) parts; `rows` lists every text the start table must hold for them."""
+    chosen: list
+    synthetic: list[tuple[str, str, str]]
+    questions: list[str]
+    parts: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, items, d, seed: int) -> "Plan":
+        chosen = [it for it in items if it.not_parts is not None]
+        synthetic = synthetic_questions(chosen, list(d.templates), seed) if d.synthetic else []
+        return cls(chosen, synthetic, [it.query for it in chosen] + [q for q, _, _ in synthetic],
+                   [it.not_parts[:2] for it in chosen] + [(k, x) for _, k, x in synthetic])
+
+    def rows(self, prompt: str | None = None) -> list[str]:
+        return [(prompt or "") + x for x in (*self.questions, *(k for k, _ in self.parts), *(x for _, x in self.parts))]
+
+
+def teacher_targets(embed, questions: Sequence[str], parts: Sequence[tuple[str, str]], *, drop: float,
+                    anchor: float, normalize: bool, prompt: str | None = None) -> torch.Tensor:
     """v = anchor · T(q) + T(keep) - drop · T(dropped), one row per question, in float32 on the CPU.
 
-    With cosine similarity each T(·) is normalised first, as the scores the rule stands for are.
-    Run on the starting model before training, so the targets stay those of the frozen start
-    (also on resume).
-    """
-    normalize = (model.similarity_fn_name or "cosine") == "cosine"
-    texts = list(questions) + [k for k, _ in parts] + [d for _, d in parts]
-    emb = model.encode(texts, batch_size=batch_size, prompt=prompt or None, convert_to_tensor=True,
-                       normalize_embeddings=normalize, show_progress_bar=False).float().cpu()
+    `embed(texts)` gives the frozen starting model's embeddings (start_table.StartTable.embed),
+    so the targets stay those of the start (also on resume). With cosine similarity
+    (`normalize`) each T(·) is normalised first, as the scores the rule stands for are."""
+    prompt = prompt or ""
+    emb = embed([prompt + x for x in (*questions, *(k for k, _ in parts), *(d for _, d in parts))]).float()
+    if normalize:
+        emb = torch.nn.functional.normalize(emb, dim=-1)
     n = len(questions)
     q, keep, dropped = emb[:n], emb[n:2 * n], emb[2 * n:]
     return anchor * q + keep - drop * dropped
 
 
-def attach_targets(model, items, d, seed: int, prompt: str | None = None) -> tuple[list, dict]:
+def attach_targets(embed, plan: Plan, items, d, *, normalize: bool, prompt: str | None = None) -> tuple[list, dict]:
     """Give every NOT item that splits its target, and build the synthetic wordings with theirs
     (config `train.decomposition`). Returns the synthetic (question, target) pairs and counts."""
-    chosen = [it for it in items if it.not_parts is not None]
     counts = {"provenance": 0, "rules": 0, "unsplit": sum(it.question_type == "not" and it.not_parts is None
-                                                          for it in items)}
-    synthetic = synthetic_questions(chosen, list(d.templates), seed) if d.synthetic else []
-    counts["synthetic"] = len(synthetic)
-    questions = [it.query for it in chosen] + [q for q, _, _ in synthetic]
-    parts = [it.not_parts[:2] for it in chosen] + [(k, x) for _, k, x in synthetic]
-    if not questions:
+                                                          for it in items), "synthetic": len(plan.synthetic)}
+    if not plan.questions:
         return [], counts
-    targets = teacher_targets(model, questions, parts, drop=float(d.drop), anchor=float(d.anchor), prompt=prompt)
-    for it, v in zip(chosen, targets):
+    targets = teacher_targets(embed, plan.questions, plan.parts, drop=float(d.drop), anchor=float(d.anchor),
+                              normalize=normalize, prompt=prompt)
+    for it, v in zip(plan.chosen, targets):
         it.target = v
         counts[it.not_parts[2]] += 1
-    return list(zip([q for q, _, _ in synthetic], targets[len(chosen):])), counts
+    return list(zip([q for q, _, _ in plan.synthetic], targets[len(plan.chosen):])), counts

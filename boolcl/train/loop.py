@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,17 +31,18 @@ from boolcl.config import to_yaml
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text, check_writable
-from boolcl.retrieval import packing
+from boolcl.retrieval import cache, packing
+from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
-from boolcl.train import checkpoint, scope
+from boolcl.train import checkpoint, decomposition, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
-from boolcl.train.decomposition import attach_targets
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.negation import statement_pairs
-from boolcl.train.objective import Objective, StartView
+from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
+from boolcl.train.start_table import StartTable, StartView, retention_rows
 
 # ---------------------------------------------------------------- set-up helpers
 
@@ -73,12 +75,17 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
 
 def build_model(cfg: DictConfig):
     """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA;
-    and the retention teacher (None without train.retention): a view of the model's modules as
-    they were before any of them, which pools as the start did (objective.StartView)."""
+    and the start (None without retention or decomposition): a view of the model's modules as
+    they were before any of them, which pools as the start did (start_table.StartView)."""
     t = cfg.train
     model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length,
                        trust_remote_code=cfg.model_trust_remote_code)
-    teacher = StartView(model) if t.retention.weight else None  # the plain start: no scope head to run
+    start = None
+    if t.retention.weight or t.decomposition.weight:  # no scope head to run; its identity keys the cached table
+        identity = None
+        if t.cache_start_table:  # the table is keyed by token ids: the tokenizer needs no description
+            identity = embedding_identity(model, prompt=None, state=encoder_state(model, with_tokenizer=False))
+        start = StartView(model, identity)
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
             pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode)
@@ -97,7 +104,7 @@ def build_model(cfg: DictConfig):
         set_encoder(model, get_peft_model(encoder, LoraConfig(
             r=t.lora.r, lora_alpha=t.lora.alpha, lora_dropout=t.lora.dropout,
             target_modules=list(t.lora.target_modules) if t.lora.target_modules else None)))
-    return model, teacher
+    return model, start
 
 
 @dataclass
@@ -107,20 +114,37 @@ class Data:
     dataset: ItemDataset
     loader: torch.utils.data.DataLoader
     practice: scope.ScopeSentences | None  # the scope head's practice sentences
+    start: StartTable | None  # the starting model's embeddings for retention and decomposition
 
 
-def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | None,
-               passage_prompt: str | None) -> Data:
-    """The training items, and a loader of `Batch`es in an order fixed by (seed, epoch)."""
+def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | None, passage_prompt: str | None,
+               start: StartView | None = None, accelerator=None) -> Data:
+    """The training items, the starting model's table of what the NOT-aware terms compare with
+    (from `start`, encoded as `accelerator` runs: its device and precision), and a loader of
+    `Batch`es in an order fixed by (seed, epoch)."""
     t = cfg.train
     items, mix = build_mix(cfg)
     if t.negation.pairs:  # statement / negated-statement minimal pairs from the mix's own passages
         extra = statement_pairs(items, t.negation.pairs, cfg.seed, questions=t.negation.questions)
         mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs}
         items = items + extra
+    collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
+                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
+                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
+    plan = decomposition.Plan.of(items, t.decomposition, cfg.seed) if t.decomposition.weight else None
+    table = None
+    if start is not None:  # one pass of the frozen start over every text retention and decomposition read
+        rows = (retention_rows(items, collate) if t.retention.weight else []) + (plan.rows(query_prompt) if plan else [])
+        autocast, device = (accelerator.autocast, accelerator.device) if accelerator else (nullcontext, model.device)
+        precision = str(accelerator.mixed_precision) if accelerator else "no"
+        table = StartTable(start, rows, collate, autocast, device, **start_table_cache(cfg, start, device, precision))
+        if table.cache is not None:
+            mix["start_table"] = table.cache
     synthetic = []
-    if t.decomposition.weight:  # targets from the starting model, before any step (and on resume too)
-        synthetic, mix["decomposition"] = attach_targets(model, items, t.decomposition, cfg.seed, query_prompt)
+    if plan is not None:  # targets from the starting model, before any step (and on resume too)
+        synthetic, mix["decomposition"] = decomposition.attach_targets(
+            table.embed, plan, items, t.decomposition, normalize=(model.similarity_fn_name or "cosine") == "cosine",
+            prompt=query_prompt)
     practice = None  # the head's practice sentences: in the warm-up (warmup_practice) and/or in every step (synthetic)
     if t.scope.weight and (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)):
         practice = scope.ScopeSentences(items, t.scope.templates, max(t.scope.synthetic, 1), cfg.seed,
@@ -130,14 +154,21 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
-    collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
-                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
-                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
-    return Data(items, mix, dataset, loader, practice)
+    return Data(items, mix, dataset, loader, practice, table)
+
+
+def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, precision: str) -> dict:
+    """Where the start table is cached (train.cache_start_table; nowhere: {}), under the start's
+    identity and what else changes its floats besides the texts (start_table.StartTable)."""
+    if not cfg.train.cache_start_table:
+        return {}
+    return {"cache_dir": Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else cache.default_dir(),
+            "identity": start.identity,
+            "settings": {"precision": precision, "device": torch.device(device).type, "packed": bool(cfg.train.packed)}}
 
 
 def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
@@ -285,20 +316,18 @@ def train(cfg: DictConfig) -> Path:
     # Set-up. Everything that can fail cheaply fails here, before any compute.
     local_batch = per_device_batch(cfg, accelerator.num_processes)
     scorer = PeriodicEval(cfg, accelerator, run_dir, resume_from)  # train.eval_every: its sets are read here
-    model, teacher = build_model(cfg)
+    model, start = build_model(cfg)
     model.to(accelerator.device)  # the set-up's encoding (targets, teacher, warm-up) runs where training will
     check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
                    checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
-    data = build_data(cfg, model, local_batch, query_prompt, passage_prompt)
+    data = build_data(cfg, model, local_batch, query_prompt, passage_prompt, start, accelerator)
+    del start  # the table holds all the NOT-aware terms need of the start
     plan = plan_steps(cfg, len(data.items), local_batch, accelerator.num_processes)
     optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
-    # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py);
-    # the retention teacher embeds the texts retention needs once, here, and is then let go
-    objective = Objective(t, model.similarity_fn_name or "cosine", teacher, autocast=accelerator.autocast,
-                          items=data.items, collator=data.loader.collate_fn, device=accelerator.device,
+    # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
+    objective = Objective(t, model.similarity_fn_name or "cosine", data.start, autocast=accelerator.autocast,
                           scope_head=pooling.scope_pooling(model))
-    del teacher
     if t.scope.weight and t.scope.warmup and resume_from is None:
         data.mix["scope_warmup"] = warm_up_scope(cfg, model, data, query_prompt)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
