@@ -8,7 +8,8 @@ for each run named:
 - unseen wordings: NOT questions' MRR@10 and NegRecall@10 per exclusion wording, and the share
   of them in which the run's scope head marks any token as excluded;
 - NevIR: paired accuracy by whether the head marks an exclusion in the pair's first question,
-  its second, both or neither;
+  its second, both or neither; and how often it marks one in questions with a negation word
+  (`boolcl.words.NEGATION_CUES`: not, no, never, without, ...) and without one;
 - the sample: NOT questions whose first hit is not a positive, by what ranks first instead
   (the excluded passage, another passage of the question's cluster, a passage of another
   cluster) and at what score: a query that subtracts too much leaves its topic, and passages
@@ -27,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from boolcl.data.loaders import SAMPLE_DIR
-from boolcl.words import UNSEEN_WORDINGS
+from boolcl.words import NEGATION_CUES, UNSEEN_WORDINGS
 
 FIELD = re.compile(r"\{(?:keep|keep_lc|drop)\}")
 
@@ -118,6 +119,13 @@ def nevir_table(root: Path, run: str, model) -> list[str]:
     for key in names:
         if groups[key]:
             lines.append(f"| {names[key]} | {len(groups[key])} | {100 * sum(groups[key]) / len(groups[key]):.2f} |")
+    questions = [p["q1"] for p in pairs] + [p["q2"] for p in pairs]  # how often it fires where nothing negates
+    cued = [bool(NEGATION_CUES.search(q)) for q in questions]
+    lines += ["", f"NevIR questions, {run}:", "| question | questions | head marks an exclusion |", "| --- | ---: | ---: |"]
+    for label, want in (("with a negation word", True), ("without one", False)):
+        idx = [i for i, c in enumerate(cued) if c == want]
+        if idx:
+            lines.append(f"| {label} | {len(idx)} | {100 * sum(fires[i] for i in idx) / len(idx):.0f}% |")
     return lines
 
 

@@ -58,6 +58,8 @@ def test_the_tables_group_and_average_as_computed_by_hand(tiny_model_dir, tmp_pa
     assert "nevir, plain: no results" in plain
     assert "| `{keep}, skipping {drop}?` | 2 | 75.00 | 50.00 | 100% |" in headed
     assert "| both | 4 | 50.00 |" in headed and "| neither |" not in headed
+    # q2 says "no", q1 nothing that negates: 4 questions each, and the head fires on all of them
+    assert "| with a negation word | 4 | 100% |" in headed and "| without one | 4 | 100% |" in headed
     (tmp_path / "nevir.json").unlink()
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "scope_diagnostics.py"), str(root),
                           "--runs", "headed"], capture_output=True, text=True, check=True).stdout
