@@ -124,7 +124,7 @@ def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_
     assert not any(isinstance(m, pooling.ScopePooling) for m in start.stages)
     old_teacher = copy.deepcopy(model).eval().requires_grad_(False)  # what Objective used to keep
     data = build_data(cfg, model, 2, None, None, start)
-    objective = Objective(cfg.train, "cosine", data.start, scope_head=pooling.scope_pooling(model))
+    objective = Objective(cfg.train, "cosine", data.start_table, scope_head=pooling.scope_pooling(model))
     with torch.no_grad():  # the student moves away from its start, so the KL is not zero
         gen = torch.Generator().manual_seed(0)
         for w in model[0].parameters():

@@ -114,7 +114,7 @@ class Data:
     dataset: ItemDataset
     loader: torch.utils.data.DataLoader
     practice: scope.ScopeSentences | None  # the scope head's practice sentences
-    start: StartTable | None  # the starting model's embeddings for retention and decomposition
+    start_table: StartTable | None  # the starting model's embeddings for retention and decomposition
 
 
 def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | None, passage_prompt: str | None,
@@ -317,7 +317,7 @@ def train(cfg: DictConfig) -> Path:
     local_batch = per_device_batch(cfg, accelerator.num_processes)
     scorer = PeriodicEval(cfg, accelerator, run_dir, resume_from)  # train.eval_every: its sets are read here
     model, start = build_model(cfg)
-    model.to(accelerator.device)  # the set-up's encoding (targets, teacher, warm-up) runs where training will
+    model.to(accelerator.device)  # the set-up's encoding (start table, warm-up) runs where training will
     check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
                    checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
@@ -326,7 +326,7 @@ def train(cfg: DictConfig) -> Path:
     plan = plan_steps(cfg, len(data.items), local_batch, accelerator.num_processes)
     optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
-    objective = Objective(t, model.similarity_fn_name or "cosine", data.start, autocast=accelerator.autocast,
+    objective = Objective(t, model.similarity_fn_name or "cosine", data.start_table, autocast=accelerator.autocast,
                           scope_head=pooling.scope_pooling(model))
     if t.scope.weight and t.scope.warmup and resume_from is None:
         data.mix["scope_warmup"] = warm_up_scope(cfg, model, data, query_prompt)

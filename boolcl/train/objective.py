@@ -31,9 +31,9 @@ from boolcl.train.start_table import StartTable
 
 
 class Objective:
-    def __init__(self, t, similarity: str, start: StartTable | None = None, autocast=contextlib.nullcontext,
-                 scope_head=None):
-        """`t` is the train config. With retention on, `start` holds the starting model's
+    def __init__(self, t, similarity: str, start_table: StartTable | None = None,
+                 autocast=contextlib.nullcontext, scope_head=None):
+        """`t` is the train config. With retention on, `start_table` holds the starting model's
         embeddings of the retained queries and the pool's passages (start_table.py)."""
         self.t, self.autocast = t, autocast
         if t.loss == "margin_mse":
@@ -50,9 +50,9 @@ class Objective:
             if scope_head is None:
                 raise ValueError("train.scope.hide_markers needs the model's scope head")
             self.hidden_markers = HiddenMarkerLoss(scope_head, t.scope.hide_markers)
-        if self.retention is not None and start is None:
+        if self.retention is not None and start_table is None:
             raise ValueError("train.retention needs the starting model's table (start_table.StartTable)")
-        self.start = start
+        self.start_table = start_table
 
     def __call__(self, q: torch.Tensor, p: torch.Tensor, batch: Batch,
                  scope_logits: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -79,8 +79,8 @@ class Objective:
             if bool(rows.any()):  # the teacher's embeddings of the chosen queries and the passages
                 idx = torch.nonzero(rows).flatten()
                 teacher_q = q_main.new_zeros((b, q_main.shape[1]), dtype=torch.float)
-                teacher_q[idx] = self.start.lookup(batch.query_features, idx.cpu())
-                teacher_p = self.start.lookup(batch.passage_features)
+                teacher_q[idx] = self.start_table.lookup(batch.query_features, idx.cpu())
+                teacher_p = self.start_table.lookup(batch.passage_features)
                 parts["retention"] = t.retention.weight * self.retention(
                     q_main, p, teacher_q, teacher_p, rows, batch.passage_keys, batch.positive_keys)
         if self.decomposition is not None and len(batch.distill_rows):
