@@ -76,7 +76,12 @@ CONTRAST_TEMPLATES = [
     # minimal pairs of the exclusion templates: the same words less the negation
     "{keep} with {drop}?", "{keep} that are {drop}?", "{keep} that involve {drop}?", "{keep} related to {drop}?",
     "{keep} that are about {drop}?", "{keep} that concern {drop}?", "{keep} such as {drop}?",
-    "{keep}, but also {drop}?", "{keep} that have to do with {drop}?", "{keep}, counting {drop}?"
+    "{keep}, but also {drop}?", "{keep} that have to do with {drop}?", "{keep}, counting {drop}?",
+    # clauses that give a cause, a time or an addition: with markers hidden (train.scope.hide_markers) the head
+    # learnt that a second clause can exclude, and marked these too (README: "Hidden markers")
+    "{keep} because of {drop}?", "{keep}, since {drop}?", "{keep} when {drop}?", "{keep} after {drop}?",
+    "{keep} while {drop}?", "{keep}, in addition to {drop}?", "{keep} only for {drop}?", "{keep} due to {drop}?",
+    "{keep} before {drop}?", "{keep} so that {drop}?"
 ]
 
 # scripts/unseen_wordings.py: held-out wordings that none of the lists above (nor the sample) uses.
