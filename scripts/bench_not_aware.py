@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
 
 VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": []}
+VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
             "warm": "the cache the run above filled (a later seed, variant or resume on the same pool and model)"}
-VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
 
 
 @contextmanager

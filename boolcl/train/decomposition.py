@@ -117,7 +117,12 @@ class Plan:
                    [it.not_parts[:2] for it in chosen] + [(k, x) for _, k, x in synthetic])
 
     def rows(self, prompt: str | None = None) -> list[str]:
-        return [(prompt or "") + x for x in (*self.questions, *(k for k, _ in self.parts), *(x for _, x in self.parts))]
+        return target_texts(self.questions, self.parts, prompt)
+
+
+def target_texts(questions: Sequence[str], parts: Sequence[tuple[str, str]], prompt: str | None) -> list[str]:
+    """The texts the targets are computed from, as the model reads them: questions, kept parts, dropped parts."""
+    return [(prompt or "") + x for x in (*questions, *(k for k, _ in parts), *(d for _, d in parts))]
 
 
 def teacher_targets(embed, questions: Sequence[str], parts: Sequence[tuple[str, str]], *, drop: float,
@@ -127,8 +132,7 @@ def teacher_targets(embed, questions: Sequence[str], parts: Sequence[tuple[str, 
     `embed(texts)` gives the frozen starting model's embeddings (start_table.StartTable.embed),
     so the targets stay those of the start (also on resume). With cosine similarity
     (`normalize`) each T(·) is normalised first, as the scores the rule stands for are."""
-    prompt = prompt or ""
-    emb = embed([prompt + x for x in (*questions, *(k for k, _ in parts), *(d for _, d in parts))]).float()
+    emb = embed(target_texts(questions, parts, prompt)).float()
     if normalize:
         emb = torch.nn.functional.normalize(emb, dim=-1)
     n = len(questions)
