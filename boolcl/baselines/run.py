@@ -25,7 +25,7 @@ from boolcl.data.loaders import load_retrieval_set
 from boolcl.errors import ConfigError
 from boolcl.files import atomic_write_text
 from boolcl.logic.rules import OFFLINE_NAME, offline_decompose
-from boolcl.retrieval.cache import default_dir
+from boolcl.retrieval.cache import folder as cache_folder
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.models import fingerprint, load_eval_model
@@ -55,7 +55,7 @@ def _corpus_embeddings(model, rset, cfg, state: dict, p_prompt, show_progress: b
         return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt,
                       desc=f"passages ({rset.name})", show_progress=show_progress)
 
-    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    cache_dir = cache_folder(cfg.eval.cache_dir) if cfg.eval.cache else None
     return corpus_embeddings(model, rset, encode_passages, prompt=p_prompt, cache_dir=cache_dir,
                              shard_size=cfg.eval.shard_size, state=state)
 

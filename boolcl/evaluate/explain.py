@@ -9,7 +9,6 @@ and positives marked when the question text is one of the set's questions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from omegaconf import DictConfig
@@ -19,7 +18,7 @@ from rich.table import Table
 from boolcl.data.loaders import load_retrieval_set
 from boolcl.data.sets import RetrievalSet
 from boolcl.pooling import EXCLUDED, MARKER, ORDINARY, scope_pooling
-from boolcl.retrieval.cache import default_dir
+from boolcl.retrieval.cache import folder as cache_folder
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.models import load_eval_model
 from boolcl.retrieval.prompts import prompts_for
@@ -80,7 +79,7 @@ def top_passages(model, rset: RetrievalSet, question: str, cfg: DictConfig, fing
     def encode_passages(texts):
         return encode(model, texts, batch_size=cfg.eval.batch_size, prompt=p_prompt, desc=f"passages ({rset.name})")
 
-    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    cache_dir = cache_folder(cfg.eval.cache_dir) if cfg.eval.cache else None
     p_emb, _ = corpus_embeddings(model, rset, encode_passages, prompt=p_prompt, cache_dir=cache_dir,  # evaluate's key
                                  shard_size=cfg.eval.shard_size, model_fp=fingerprint)
     q_emb = encode(model, [question], prompt=q_prompt, show_progress=False)

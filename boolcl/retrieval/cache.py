@@ -43,6 +43,11 @@ def default_dir() -> Path:
     return cache_root() / "embeddings"
 
 
+def folder(cache_dir: str | None) -> Path:
+    """The embedding cache's folder: `eval.cache_dir` when set, else `default_dir()`."""
+    return Path(cache_dir) if cache_dir else default_dir()
+
+
 def cache_key(model_fp: str, corpus_fp: str, settings: dict) -> str:
     payload = json.dumps({"model": model_fp, "corpus": corpus_fp, **settings}, sort_keys=True)
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()

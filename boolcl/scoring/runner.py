@@ -8,7 +8,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from boolcl.data.sets import RetrievalSet
-from boolcl.retrieval.cache import SHARD_SIZE, cache_key, default_dir, encode_cached
+from boolcl.retrieval.cache import SHARD_SIZE, cache_key, encode_cached
+from boolcl.retrieval.cache import folder as cache_folder  # eval.cache_dir or the default
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.onnx_backend import load_encoder
@@ -122,7 +123,7 @@ def evaluate_spec(model_spec: str, rset: RetrievalSet, cfg: DictConfig, *,
                   show_progress: bool = True) -> tuple[EvalResult, dict]:
     """Load `model_spec`, evaluate it on `rset`; return the result and the model's description."""
     model, info = load_encoder(model_spec, cfg)  # load_eval_model, then eval.backend (torch | onnx)
-    cache_dir = (Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else default_dir()) if cfg.eval.cache else None
+    cache_dir = cache_folder(cfg.eval.cache_dir) if cfg.eval.cache else None
     result = evaluate_model(model, rset, k=cfg.eval.k, batch_size=cfg.eval.batch_size,
                             query_prompt=cfg.eval.query_prompt, passage_prompt=cfg.eval.passage_prompt,
                             show_progress=show_progress, cache_dir=cache_dir, model_fp=info["fingerprint"],

@@ -166,7 +166,7 @@ def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, p
     identity and what else changes its floats besides the texts (start_table.StartTable)."""
     if not cfg.train.cache_start_table:
         return {}
-    return {"cache_dir": Path(cfg.eval.cache_dir) if cfg.eval.cache_dir else cache.default_dir(),
+    return {"cache_dir": cache.folder(cfg.eval.cache_dir),
             "identity": start.identity,
             "settings": {"precision": precision, "device": torch.device(device).type, "packed": bool(cfg.train.packed)}}
 

@@ -8,7 +8,7 @@ texts of both terms replaces a teacher forward on every step and a second encodi
 targets.
 
 The pass goes through the embedding cache (retrieval/cache.py) under the start's identity
-(train.retention.cache): a later run on the same pool from the same model (another seed or
+(train.cache_start_table): a later run on the same pool from the same model (another seed or
 variant, a resumed run) reads the table instead of encoding it, and under `accelerate
 launch` the processes share the encoding shard by shard.
 """
