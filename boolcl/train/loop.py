@@ -132,6 +132,8 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
                        pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
                        decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
     plan = decomposition.Plan.of(items, t.decomposition, cfg.seed) if t.decomposition.weight else None
+    if plan is not None and start is None:
+        raise ValueError("build_data: train.decomposition needs `start` (build_model's second value) for its targets")
     table = None
     if start is not None:  # one pass of the frozen start over every text retention and decomposition read
         rows = (retention_rows(items, collate) if t.retention.weight else []) + (plan.rows(query_prompt) if plan else [])
