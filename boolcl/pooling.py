@@ -54,12 +54,14 @@ class ScopePooling(Module):
       in full up to QUESTION_LENGTH tokens, so a passage or a query that is a whole argument,
       where "not" or "without" is rarely an exclusion, keeps about its mean."""
 
-    config_keys = ["embedding_dimension", "drop", "hidden", "mode"]
+    config_keys = ["embedding_dimension", "drop", "hidden", "mode", "shift"]
 
-    def __init__(self, embedding_dimension: int, drop: float = 1.0, hidden: int = 64, mode: str = "tokens"):
+    def __init__(self, embedding_dimension: int, drop: float = 1.0, hidden: int = 64, mode: str = "tokens",
+                 shift: float = 0.0):
         super().__init__()
         self.embedding_dimension, self.drop, self.hidden = embedding_dimension, float(drop), hidden
         self.mode = check_mode(mode)
+        self.shift = float(shift)  # added to the marker and excluded logits when pooling (class_probabilities)
         self.rnn = torch.nn.GRU(embedding_dimension, hidden, batch_first=True, bidirectional=True)
         self.head = torch.nn.Linear(2 * hidden, 3)
         torch.nn.init.zeros_(self.head.weight)
@@ -79,6 +81,21 @@ class ScopePooling(Module):
             out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
             return self.head(out)
 
+    def class_probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """The token classes' probabilities the pooling weighs by: the head's, or with `shift` added
+        to the two exclusion classes' logits (a logit adjustment after training, scripts/repool.py).
+
+        The head learns from rows whose tokens are mostly ordinary, and on exclusion words it
+        never saw it is unsure: it gives the excluded part less probability than the ordinary
+        class, or marks only some of it, so too little is subtracted. A shift lets an unsure
+        reading count (README: "A shift after training"). The trainer's scope loss and the
+        diagnostics read the logits themselves, unshifted."""
+        if self.shift:
+            adjust = [0.0] * 3
+            adjust[MARKER] = adjust[EXCLUDED] = self.shift
+            logits = logits + logits.new_tensor(adjust)
+        return logits.softmax(-1)
+
     def token_weights(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(rows, tokens) weights in the pooled sum, from class probabilities p (rows, tokens, 3) and
         the attention mask, in units of a plain mean's (where every token weighs 1); 0 at padding."""
@@ -95,7 +112,7 @@ class ScopePooling(Module):
         tokens = features["token_embeddings"]
         mask = features["attention_mask"]
         logits = self.scope_logits(tokens, mask)
-        weight = self.token_weights(logits.softmax(-1), mask).to(tokens.dtype).unsqueeze(-1)
+        weight = self.token_weights(self.class_probabilities(logits), mask).to(tokens.dtype).unsqueeze(-1)
         n = mask.to(tokens.dtype).sum(1).unsqueeze(-1)
         features["sentence_embedding"] = (weight * tokens).sum(1) / n.clamp(min=1e-9)
         features["scope_logits"] = logits  # for the trainer's scope loss

@@ -1,4 +1,5 @@
 """scripts/repool.py: a copy of a scope-pooled model that pools by another rule, everything else equal."""
+import json
 import subprocess
 import sys
 
@@ -67,3 +68,39 @@ def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp
     for args, message in [((), "nothing to change"), (("--drop", "-1"), "--drop")]:
         bad = repool(tmp_path / "run", tmp_path / "bad", *args)
         assert bad.returncode != 0 and message in bad.stderr and not (tmp_path / "bad").exists()
+
+
+def test_shift_adds_to_the_exclusion_logits_when_pooling_and_old_models_load_without_one(tiny_model_dir, tmp_path):
+    model = load_model(str(tiny_model_dir))
+    head = install(model, drop=0.5, hidden=4, mode="parts")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    logits = torch.randn(2, 5, 3)
+    assert torch.equal(head.class_probabilities(logits), logits.softmax(-1))  # shift 0: the head's own
+    head.shift = 1.5
+    by_hand = (logits + torch.tensor([0.0, 1.5, 1.5])).softmax(-1)  # ORDINARY, MARKER, EXCLUDED
+    assert torch.allclose(head.class_probabilities(logits), by_hand, atol=1e-7)
+    head.shift = 0.0
+    model.save(str(tmp_path / "run"))
+    before = model.encode(TEXTS, convert_to_tensor=True)
+    head.shift = 1.5  # what the copy must embed
+    expected = model.encode(TEXTS, convert_to_tensor=True)
+    assert not torch.allclose(before, expected, atol=1e-4)
+
+    done = repool(tmp_path / "run", tmp_path / "s15", "--shift", "1.5")
+    assert done.returncode == 0, done.stderr
+    copy = load_model(str(tmp_path / "s15"))
+    assert (scope_pooling(copy).shift, scope_pooling(copy).drop) == (1.5, 0.5)
+    assert torch.allclose(copy.encode(TEXTS, convert_to_tensor=True), expected, atol=1e-6)
+    bad = repool(tmp_path / "run", tmp_path / "bad", "--shift", "nan")
+    assert bad.returncode != 0 and "--shift" in bad.stderr and not (tmp_path / "bad").exists()
+
+    config = next((tmp_path / "run").glob("*ScopePooling/config.json"))  # as saved before shift existed
+    settings = json.loads(config.read_text())
+    del settings["shift"]
+    config.write_text(json.dumps(settings))
+    old = load_model(str(tmp_path / "run"))
+    assert scope_pooling(old).shift == 0.0
+    assert torch.allclose(old.encode(TEXTS, convert_to_tensor=True), before, atol=1e-6)

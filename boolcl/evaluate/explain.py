@@ -63,7 +63,8 @@ def token_weights(model, question: str, prompt: str | None = None) -> list[Token
             if module is head:
                 break
             features = module(features)
-        p = head.scope_logits(features["token_embeddings"], features["attention_mask"]).softmax(-1)[0].float().cpu()
+        logits = head.scope_logits(features["token_embeddings"], features["attention_mask"])
+        p = head.class_probabilities(logits)[0].float().cpu()  # as the pooling weighs them (with any shift)
     weight = head.token_weights(p[None], features["attention_mask"][0:1].cpu())[0]
     tokens = model.tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist())
     return [TokenWeight(tok, float(p[i, ORDINARY]), float(p[i, MARKER]), float(p[i, EXCLUDED]), float(weight[i]))
