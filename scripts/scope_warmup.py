@@ -65,9 +65,9 @@ def main() -> None:
         cfg = compose(["recipe=not_plus_tiny", "train.eval_every=0", f"seed={seed}", *args.overrides])
         t = cfg.train
         torch.manual_seed(seed)  # the head's starting weights, as train() seeds them
-        model, start = loop.build_model(cfg)
+        model, start_view = loop.build_model(cfg)  # the start, for the decomposition targets
         query_prompt, passage_prompt = loop.prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
-        data = loop.build_data(cfg, model, t.batch_size, query_prompt, passage_prompt, start)
+        data = loop.build_data(cfg, model, t.batch_size, query_prompt, passage_prompt, start_view)
         start = time.perf_counter()
         report = loop.warm_up_scope(cfg, model, data, query_prompt)
         seconds = time.perf_counter() - start
