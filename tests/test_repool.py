@@ -18,13 +18,19 @@ def repool(*args):
                           capture_output=True, text=True)
 
 
-def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model_dir, tmp_path):
-    model = load_model(str(tiny_model_dir))
-    head = install(model, drop=0.5, hidden=4)
+def scoped_model(model_dir, mode: str = "tokens"):
+    """The tiny model with a scope head at drop 0.5 whose weights are random, not the untrained zeros."""
+    model = load_model(str(model_dir))
+    head = install(model, drop=0.5, hidden=4, mode=mode)
     torch.manual_seed(0)
     with torch.no_grad():
         for p in head.parameters():
             p.normal_()
+    return model, head
+
+
+def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model_dir, tmp_path):
+    model, head = scoped_model(tiny_model_dir)
     model.save(str(tmp_path / "run"))
     before = model.encode(TEXTS, convert_to_tensor=True)
     head.mode = "parts"  # what the copy must embed: the same weights pooled by parts
@@ -49,12 +55,7 @@ def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model
 
 
 def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp_path):
-    model = load_model(str(tiny_model_dir))
-    head = install(model, drop=0.5, hidden=4, mode="parts")
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in head.parameters():
-            p.normal_()
+    model, head = scoped_model(tiny_model_dir, mode="parts")
     model.save(str(tmp_path / "run"))
     head.drop = 1.5  # what the copy must embed
     expected = model.encode(TEXTS, convert_to_tensor=True)
@@ -71,12 +72,7 @@ def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp
 
 
 def test_shift_adds_to_the_exclusion_logits_when_pooling_and_old_models_load_without_one(tiny_model_dir, tmp_path):
-    model = load_model(str(tiny_model_dir))
-    head = install(model, drop=0.5, hidden=4, mode="parts")
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in head.parameters():
-            p.normal_()
+    model, head = scoped_model(tiny_model_dir, mode="parts")
     logits = torch.randn(2, 5, 3)
     assert torch.equal(head.class_probabilities(logits), logits.softmax(-1))  # shift 0: the head's own
     head.shift = 1.5
