@@ -8,8 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from boolcl.data.sets import RetrievalSet
-from boolcl.retrieval.cache import SHARD_SIZE, cache_key, encode_cached
-from boolcl.retrieval.cache import folder as cache_folder  # eval.cache_dir or the default
+from boolcl.retrieval.cache import SHARD_SIZE, cache_key, encode_cached, folder as cache_folder
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.onnx_backend import load_encoder
