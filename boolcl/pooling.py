@@ -61,7 +61,7 @@ class ScopePooling(Module):
         super().__init__()
         self.embedding_dimension, self.drop, self.hidden = embedding_dimension, float(drop), hidden
         self.mode = check_mode(mode)
-        self.shift = float(shift)  # added to the marker and excluded logits when pooling (class_probabilities)
+        self.shift = float(shift)  # added to the marker and excluded logits when embedding in eval mode
         self.rnn = torch.nn.GRU(embedding_dimension, hidden, batch_first=True, bidirectional=True)
         self.head = torch.nn.Linear(2 * hidden, 3)
         torch.nn.init.zeros_(self.head.weight)
@@ -81,18 +81,20 @@ class ScopePooling(Module):
             out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
             return self.head(out)
 
-    def class_probabilities(self, logits: torch.Tensor) -> torch.Tensor:
-        """The token classes' probabilities the pooling weighs by: the head's, or with `shift` added
-        to the two exclusion classes' logits (a logit adjustment after training, scripts/repool.py).
+    def class_probabilities(self, logits: torch.Tensor, shift: float | None = None) -> torch.Tensor:
+        """The token classes' probabilities the pooling weighs by: the head's, or with `shift`
+        (default: the head's own) added to the two exclusion classes' logits, a logit adjustment
+        after training (Menon et al., 2021; train.scope.shift, scripts/repool.py).
 
         The head learns from rows whose tokens are mostly ordinary, and on exclusion words it
         never saw it is unsure: it gives the excluded part less probability than the ordinary
         class, or marks only some of it, so too little is subtracted. A shift lets an unsure
         reading count (README: "A shift after training"). The trainer's scope loss and the
         diagnostics read the logits themselves, unshifted."""
-        if self.shift:
+        shift = self.shift if shift is None else shift
+        if shift:
             adjust = [0.0] * 3
-            adjust[MARKER] = adjust[EXCLUDED] = self.shift
+            adjust[MARKER] = adjust[EXCLUDED] = shift
             logits = logits + logits.new_tensor(adjust)
         return logits.softmax(-1)
 
@@ -112,7 +114,10 @@ class ScopePooling(Module):
         tokens = features["token_embeddings"]
         mask = features["attention_mask"]
         logits = self.scope_logits(tokens, mask)
-        weight = self.token_weights(self.class_probabilities(logits), mask).to(tokens.dtype).unsqueeze(-1)
+        # The shift is for retrieval (eval mode: encode(), evaluation, the saved model); training
+        # pools by the head's own probabilities, which is how the shift was measured (README).
+        p = self.class_probabilities(logits, shift=0.0 if self.training else None)
+        weight = self.token_weights(p, mask).to(tokens.dtype).unsqueeze(-1)
         n = mask.to(tokens.dtype).sum(1).unsqueeze(-1)
         features["sentence_embedding"] = (weight * tokens).sum(1) / n.clamp(min=1e-9)
         features["scope_logits"] = logits  # for the trainer's scope loss
@@ -146,15 +151,16 @@ def marks_exclusion(scope_logits: torch.Tensor, attention_mask: torch.Tensor) ->
     return ((scope_logits.argmax(-1) == EXCLUDED) & attention_mask.bool()).any(1)
 
 
-def install(model, drop: float, hidden: int = 64, mode: str = "tokens") -> ScopePooling:
-    """Swap a SentenceTransformer's mean pooling for scope pooling (kept if it has one already).
+def install(model, drop: float, hidden: int = 64, mode: str = "tokens", shift: float = 0.0) -> ScopePooling:
+    """Swap a SentenceTransformer's mean pooling for scope pooling (kept if it has one already,
+    with this drop, mode and shift).
 
     Raises ValueError for any other pooling: the head reweights a mean, and a CLS or max
     pooled model would change what it computes."""
     check_mode(mode)
     existing = scope_pooling(model)
     if existing is not None:
-        existing.drop, existing.mode = float(drop), mode
+        existing.drop, existing.mode, existing.shift = float(drop), mode, float(shift)
         return existing
     try:
         from sentence_transformers.sentence_transformer.modules import Pooling
@@ -170,7 +176,8 @@ def install(model, drop: float, hidden: int = 64, mode: str = "tokens") -> Scope
                 pools = on[0] if len(on) == 1 else "+".join(on)
             if pools not in ("mean", "mean_tokens"):
                 raise ValueError(f"train.scope needs a mean-pooled model; this one pools with {pools!r}")
-            head = ScopePooling(cfg.get("embedding_dimension") or cfg["word_embedding_dimension"], drop, hidden, mode)
+            head = ScopePooling(cfg.get("embedding_dimension") or cfg["word_embedding_dimension"], drop, hidden, mode,
+                                shift)
             model._modules[name] = head.to(next(model.parameters()).device)
             return head
     raise ValueError("train.scope needs a model with a Pooling module; this one has none")

@@ -78,7 +78,12 @@ def test_shift_adds_to_the_exclusion_logits_when_pooling_and_old_models_load_wit
     head.shift = 1.5
     by_hand = (logits + torch.tensor([0.0, 1.5, 1.5])).softmax(-1)  # ORDINARY, MARKER, EXCLUDED
     assert torch.allclose(head.class_probabilities(logits), by_hand, atol=1e-7)
+    tokens = torch.randn(2, 5, head.embedding_dimension)
+    features = {"token_embeddings": tokens, "attention_mask": torch.ones(2, 5, dtype=torch.long)}
+    embedded = {mode: head.train(mode)(dict(features))["sentence_embedding"] for mode in (True, False)}
     head.shift = 0.0
+    assert torch.equal(embedded[True], head.eval()(dict(features))["sentence_embedding"])  # training: unshifted
+    assert not torch.allclose(embedded[False], embedded[True], atol=1e-6)  # retrieval (eval mode): shifted
     model.save(str(tmp_path / "run"))
     before = model.encode(TEXTS, convert_to_tensor=True)
     head.shift = 1.5  # what the copy must embed

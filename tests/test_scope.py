@@ -336,6 +336,7 @@ def test_scope_config_errors_name_the_key():
                           ("train.scope.warmup_until=1.5", "train.scope.warmup_until"),
                           ("train.scope.warmup_rows=0", "train.scope.warmup_rows"),
                           ("train.scope.hide_markers=1.5", "train.scope.hide_markers"),
+                          ("train.scope.shift=nan", "train.scope.shift"),
                           ("train.scope.contrast=['{keep} and also it?']", "train.scope.contrast"),
                           ("train.scope.templates=['{keep} minus it?']", "train.scope.templates"),
                           ("train.scope.templates=['{keep} {other} {drop}?']", "train.scope.templates")]:

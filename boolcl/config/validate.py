@@ -6,6 +6,7 @@ run never fails halfway on a setting it could have refused at the start.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,6 +62,9 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
     if t.scope.drop < 0:
         raise ConfigError(f"train.scope.drop must be >= 0, got {t.scope.drop}")
+    if not math.isfinite(t.scope.shift):
+        raise ConfigError(f"train.scope.shift is added to the exclusion classes' logits (a finite number), "
+                          f"got {t.scope.shift}")
     if t.scope.lr <= 0:
         raise ConfigError(f"train.scope.lr must be > 0, got {t.scope.lr}")
     if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:

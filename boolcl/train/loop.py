@@ -88,7 +88,7 @@ def build_model(cfg: DictConfig):
         start = StartView(model, identity)
     if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
         try:
-            pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode)
+            pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode, t.scope.shift)
         except ValueError as err:
             raise ConfigError(f"{cfg.model}: {err}") from None
     encoder = model[0].auto_model
