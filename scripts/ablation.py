@@ -72,14 +72,14 @@ def run_config(overrides: list[str], extra: list[str], seed: int, folder: Path):
                     "train.report_to=[]"])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--out", default="results/ablation")
     ap.add_argument("--only", nargs="+", choices=list(VARIANTS)[1:],
                     help="train only these variants (the base is always evaluated; compare reads every finished run)")
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from rich.console import Console

@@ -57,7 +57,7 @@ def repool(src: Path, out: Path, mode: str | None = None, drop: float | None = N
     return out / heads[0]["path"] / "config.json"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", type=Path, help="a model folder with scope pooling (a run folder)")
     ap.add_argument("out", type=Path, help="where the copy goes (must not exist)")
@@ -65,7 +65,7 @@ def main() -> int:
     ap.add_argument("--drop", type=float, help="how hard the excluded part is subtracted (default: as trained)")
     ap.add_argument("--shift", type=float,
                     help="added to the marker and excluded classes' logits when pooling (default: as trained, 0)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     changed = repool(args.model, args.out, args.mode, args.drop, args.shift)
     settings = json.loads(changed.read_text())
     print(f"{args.out}: the scope head pools by {settings['mode']!r} at drop {settings['drop']}, "

@@ -159,11 +159,11 @@ def misses_table(root: Path, run: str, model=None) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="the folder scripts/generalisation.py wrote (--out)")
     ap.add_argument("--runs", nargs="+", required=True, help="run names, e.g. not_plus-s1 (base: the untrained model)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     for run in args.runs:
         model = load_headed(args.report / "runs" / run)
         for table, needs in ((unseen_table, "unseen"), (nevir_table, "nevir"), (misses_table, "sample")):

@@ -15,6 +15,21 @@ os.environ.setdefault("BOOLCL_CACHE", __import__("tempfile").mkdtemp(prefix="boo
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_script(name: str):
+    """scripts/NAME.py as a module, so a test calls its main(argv) in this process: a fresh
+    interpreter per call spends about 5 s importing torch and sentence-transformers."""
+    import importlib.util
+    import sys
+
+    key = f"boolcl_scripts_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # a dataclass in the script looks its module up there
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
 def _make_tiny(root: Path, dropout: float) -> Path:
     """A randomly initialised 2-layer BERT saved as a SentenceTransformer folder (vocab of MiniLM)."""
     import torch

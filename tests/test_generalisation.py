@@ -3,20 +3,14 @@ data set (the sample, a NevIR-like and a BIRCO-like set written here), compare t
 are the runs' own, a summary, a rerun that trains and scores nothing, an absent set skipped."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import load_script
 from rich.console import Console
-
-SCRIPT = ROOT / "scripts" / "generalisation.py"
 
 PAIRS = [  # doc1 answers q1, doc2 answers q2
     {"id": "n1", "q1": "Which bird can fly?", "doc1": "The sparrow is a bird that can fly.",
@@ -29,11 +23,7 @@ PAIRS = [  # doc1 answers q1, doc2 answers q2
 
 
 def script_module():
-    spec = importlib.util.spec_from_file_location("generalisation", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("generalisation")
 
 
 def write_birco(root: Path) -> Path:
@@ -99,20 +89,27 @@ def test_a_run_folder_trained_otherwise_is_refused(tmp_path):
         g.train_once("not_plus", 1, [], ["train.max_steps=2"], folder, None)
 
 
-def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_model_dir, tmp_path):
+def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_model_dir, tmp_path, monkeypatch,
+                                                                         capsys):
     """Two trained variants (paper-not and one given with --variant), one seed, one step each."""
     out = tmp_path / "report"
     nevir = tmp_path / "nevir.json"
     birco = write_birco(tmp_path / "birco")
-    cmd = [sys.executable, str(SCRIPT), "--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
-           "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
-           "train.scope.weight=0", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
-           "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
-    env = {**os.environ, "BOOLCL_NEVIR": str(tmp_path / "elsewhere")}  # --nevir wins over the variable
+    args = ["--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
+            "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
+            "train.scope.weight=0", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
+            "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
+    monkeypatch.setenv("BOOLCL_NEVIR", str(tmp_path / "elsewhere"))  # --nevir wins over the variable
+    monkeypatch.chdir(tmp_path)
+    report = script_module()
 
-    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    text = " ".join(first.stdout.split())
+    def command():  # the command line, in this process (a fresh interpreter per run costs 5 s of imports)
+        code = report.main(args)
+        return code, capsys.readouterr().out
+
+    code, stdout = command()
+    assert code == 0, stdout[-3000:]
+    text = " ".join(stdout.split())
     assert f"nevir: skipped: no NevIR test split at {nevir}" in text  # absent: skipped, saying why
     assert not (out / "nevir").exists()
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["lean-s1", "paper-not-s1"]
@@ -151,12 +148,12 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*/results.json")}
     assert len(stamps) == 6
     model_stamp = (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns
-    second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "train lean" not in second.stdout and "training" not in second.stdout
+    code, stdout = command()
+    assert code == 0, stdout[-3000:]
+    assert "train lean" not in stdout and "training" not in stdout
     assert (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns == model_stamp
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
-    assert "0 trained, 3 evaluated, 6 evaluations kept" in " ".join(second.stdout.split())
+    assert "0 trained, 3 evaluated, 6 evaluations kept" in " ".join(stdout.split())
     nevir_base = json.loads((out / "nevir" / "compare" / "compare.json").read_text())
     for run in ("base", "paper-not-s1", "lean-s1"):
         results = json.loads((out / "nevir" / "runs" / run / "results.json").read_text())
@@ -172,9 +169,9 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     record = json.loads(stale.read_text())
     record["settings"]["max_seq_length"] = 128
     stale.write_text(json.dumps(record))
-    third = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
-    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
-    text = " ".join(third.stdout.split())
+    code, stdout = command()
+    assert code == 0, stdout[-3000:]
+    text = " ".join(stdout.split())
     assert "scored at max length 128, now 256" in text and "0 trained, 1 evaluated, 8 evaluations kept" in text
     assert length("nevir", "base") == 256
 

@@ -1,13 +1,11 @@
 """The NOT-aware additions (recipe=not_plus): losses against hand computation, collation, batching, runs."""
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT, write_pool
+from conftest import load_script, write_pool
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError
@@ -357,13 +355,15 @@ def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path):
+def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path, monkeypatch, capsys):
     """Two variants, one seed, a tiny model and a few steps: the table is written, a rerun trains nothing."""
     out = tmp_path / "ablation"
-    cmd = [sys.executable, str(ROOT / "scripts" / "ablation.py"), "--seeds", "1", "--only", "paper-not", "not_plus",
-           "--out", str(out), f"model={tiny_model_dir}", "train.max_steps=2", "train.batch_size=8"]
-    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert first.returncode == 0, first.stderr[-3000:]
+    args = ["--seeds", "1", "--only", "paper-not", "not_plus", "--out", str(out), f"model={tiny_model_dir}",
+            "train.max_steps=2", "train.batch_size=8"]
+    monkeypatch.chdir(tmp_path)
+    ablation = load_script("ablation")  # its command line, in this process (no interpreter start-up per run)
+    assert ablation.main(args) == 0
+    capsys.readouterr()
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert runs == ["base", "not_plus-s1", "paper-not-s1"]
     table = (out / "compare" / "compare.md").read_text()
@@ -372,7 +372,6 @@ def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path):
     versus = json.loads((out / "compare-vs-paper" / "compare.json").read_text())
     assert versus["baseline"] == "paper-not-s1"  # one seed: the run keeps its own name
     stamp = (out / "runs" / "not_plus-s1" / "results.json").stat().st_mtime_ns
-    second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "training" not in second.stdout
+    assert ablation.main(args) == 0
+    assert "training" not in capsys.readouterr().out
     assert (out / "runs" / "not_plus-s1" / "results.json").stat().st_mtime_ns == stamp

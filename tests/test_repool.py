@@ -1,10 +1,10 @@
 """scripts/repool.py: a copy of a scope-pooled model that pools by another rule, everything else equal."""
 import json
-import subprocess
-import sys
+from typing import NamedTuple
 
+import pytest
 import torch
-from conftest import ROOT
+from conftest import load_script
 
 from boolcl.pooling import install, scope_pooling
 from boolcl.retrieval.models import load_model
@@ -13,9 +13,23 @@ TEXTS = ["Which string instruments are there, other than the ones that are pluck
          "A cello is a bowed string instrument."]
 
 
-def repool(*args):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "repool.py"), *map(str, args)],
-                          capture_output=True, text=True)
+class Done(NamedTuple):
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def repool(capsys):
+    """scripts/repool.py's main, called as its command line would be; its exit code and stderr."""
+    script = load_script("repool")
+
+    def run(*args) -> Done:
+        try:
+            code, message = script.main([str(a) for a in args]), ""
+        except SystemExit as stop:  # argparse's usage errors and the script's own
+            code, message = (stop.code, "") if isinstance(stop.code, int) else (1, str(stop.code))
+        return Done(code, capsys.readouterr().err + message)
+    return run
 
 
 def scoped_model(model_dir, mode: str = "tokens"):
@@ -29,7 +43,7 @@ def scoped_model(model_dir, mode: str = "tokens"):
     return model, head
 
 
-def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model_dir, tmp_path):
+def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model_dir, tmp_path, repool):
     model, head = scoped_model(tiny_model_dir)
     model.save(str(tmp_path / "run"))
     before = model.encode(TEXTS, convert_to_tensor=True)
@@ -54,7 +68,7 @@ def test_the_copy_pools_by_the_new_mode_and_the_original_is_untouched(tiny_model
     assert plain.returncode != 0 and "no scope head" in plain.stderr
 
 
-def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp_path):
+def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp_path, repool):
     model, head = scoped_model(tiny_model_dir, mode="parts")
     model.save(str(tmp_path / "run"))
     head.drop = 1.5  # what the copy must embed
@@ -71,7 +85,7 @@ def test_drop_alone_changes_the_subtraction_and_nothing_else(tiny_model_dir, tmp
         assert bad.returncode != 0 and message in bad.stderr and not (tmp_path / "bad").exists()
 
 
-def test_shift_adds_to_the_exclusion_logits_when_pooling_and_old_models_load_without_one(tiny_model_dir, tmp_path):
+def test_shift_adds_to_the_exclusion_logits_when_pooling_and_old_models_load_without_one(tiny_model_dir, tmp_path, repool):
     model, head = scoped_model(tiny_model_dir, mode="parts")
     logits = torch.randn(2, 5, 3)
     assert torch.equal(head.class_probabilities(logits), logits.softmax(-1))  # shift 0: the head's own

@@ -1,7 +1,6 @@
 """scripts/scope_diagnostics.py on a report folder written by hand: figures per wording and per
 head-firing group, checked against values worked out here."""
 import json
-import subprocess
 import sys
 
 import torch
@@ -11,7 +10,7 @@ from boolcl.pooling import install
 from boolcl.retrieval.models import load_model
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from scope_diagnostics import SAMPLE_EVAL, misses_table, wording_of  # noqa: E402
+from scope_diagnostics import SAMPLE_EVAL, main, misses_table, wording_of  # noqa: E402
 
 
 def test_each_unseen_wording_is_recognised_and_nothing_else():
@@ -46,11 +45,11 @@ def write_report(root, model_dir, tmp_path):
     model.save(str(root / "runs" / "headed"))
 
 
-def test_the_tables_group_and_average_as_computed_by_hand(tiny_model_dir, tmp_path):
+def test_the_tables_group_and_average_as_computed_by_hand(tiny_model_dir, tmp_path, capsys):
     root = tmp_path / "report"
     write_report(root, tiny_model_dir, tmp_path)
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "scope_diagnostics.py"), str(root),
-                          "--runs", "plain", "headed"], capture_output=True, text=True, check=True).stdout
+    main([str(root), "--runs", "plain", "headed"])
+    out = capsys.readouterr().out
     plain, headed = out.split("unseen wordings, headed:")
     # skipping: a and b -> MRR (1 + 0.5) / 2, NegRecall (0 + 1) / 2; passing over: c alone; d is not NOT
     assert "| `{keep}, skipping {drop}?` | 2 | 75.00 | 50.00 | - |" in plain
@@ -61,8 +60,8 @@ def test_the_tables_group_and_average_as_computed_by_hand(tiny_model_dir, tmp_pa
     # q2 says "no", q1 nothing that negates: 4 questions each, and the head fires on all of them
     assert "| with a negation word | 4 | 100% |" in headed and "| without one | 4 | 100% |" in headed
     (tmp_path / "nevir.json").unlink()
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "scope_diagnostics.py"), str(root),
-                          "--runs", "headed"], capture_output=True, text=True, check=True).stdout
+    main([str(root), "--runs", "headed"])
+    out = capsys.readouterr().out
     assert "are not a file here" in out
 
 
