@@ -89,7 +89,7 @@ class ScopePooling(Module):
         The head learns from rows whose tokens are mostly ordinary, and on exclusion words it
         never saw it is unsure: it gives the excluded part less probability than the ordinary
         class, or marks only some of it, so too little is subtracted. A shift lets an unsure
-        reading count (README: "A shift after training"). The trainer's scope loss and the
+        reading count (docs/not_plus.md: "A shift after training"). The trainer's scope loss and the
         diagnostics read the logits themselves, unshifted."""
         shift = self.shift if shift is None else shift
         if shift:

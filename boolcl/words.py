@@ -78,7 +78,7 @@ CONTRAST_TEMPLATES = [
     "{keep} that are about {drop}?", "{keep} that concern {drop}?", "{keep} such as {drop}?",
     "{keep}, but also {drop}?", "{keep} that have to do with {drop}?", "{keep}, counting {drop}?",
     # clauses that give a cause, a time or an addition: with markers hidden (train.scope.hide_markers) the head
-    # learnt that a second clause can exclude, and marked these too (README: "Hidden markers")
+    # learnt that a second clause can exclude, and marked these too (docs/not_plus.md: "Hidden markers")
     "{keep} because of {drop}?", "{keep}, since {drop}?", "{keep} when {drop}?", "{keep} after {drop}?",
     "{keep} while {drop}?", "{keep}, in addition to {drop}?", "{keep} only for {drop}?", "{keep} due to {drop}?",
     "{keep} before {drop}?", "{keep} so that {drop}?"

@@ -7,7 +7,7 @@
 
 The encoder and the head stay as trained; only `ScopePooling.mode`, `.drop` and/or `.shift`
 (pooling.py) change, in the copy's `modules.json`-listed ScopePooling config. This is how
-the README's "Where not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling
+docs/not_plus.md's "Where not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling
 under `parts`, and how "Moving along the trade" scores trained models at other subtraction strengths
 and with the exclusion classes' logits shifted.
 """

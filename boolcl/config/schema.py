@@ -68,7 +68,7 @@ class ScopeCfg:
     weight: float = 0.0  # 0: off (mean pooling as the model has it)
     drop: float = 0.5  # how hard the excluded part is subtracted (0.5: not_plus_tiny, chosen on the sample)
     # added to the exclusion classes' logits when the model embeds for retrieval (eval mode: periodic scores, the
-    # saved model); training pools unshifted. 2 (not_plus's): the unseen wordings' NOT MRR@10 +3.1 (README: a shift)
+    # saved model); training pools unshifted. 2 (not_plus's): the unseen wordings' NOT MRR@10 +3.1 (docs/not_plus.md: a shift)
     shift: float = 0.0
     lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
     hidden: int = 64  # the head's GRU width (each direction)
@@ -82,7 +82,7 @@ class ScopeCfg:
     # head's held-out accuracy where 1024 had it for 60% of the warm-up's time (README: NOT-aware training)
     warmup_rows: int = 512
     # share of the exclusion questions the head also reads with their marker words hidden (swapped for other rows'
-    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, README: hidden markers)
+    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/not_plus.md: hidden markers)
     hide_markers: float = 0.0
     warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
@@ -94,7 +94,7 @@ class ScopeCfg:
 class NegationCfg:
     """Negated statements (train/negation.py): passages of the pool and copies with one sentence's
     polarity flipped, each version asked for by a question that differs from the other's by the
-    negation alone, so "not" has to be read. On the sample it did not help NevIR (README)."""
+    negation alone, so "not" has to be read. On the sample it did not help NevIR (docs/not_plus.md)."""
     pairs: int = 0  # passages turned into a (statement, negated statement) pair of items; 0: off
     questions: bool = True  # ask for each version with a question; false: the sentence itself is the query
 

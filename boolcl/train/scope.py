@@ -225,7 +225,7 @@ def hidden_markers(x: torch.Tensor, y: torch.Tensor, tokens: torch.Tensor, ordin
 
     The head then has to find the excluded part from the question around a word it cannot
     read, not from the marker's identity alone, and that carries to exclusion words it was
-    never taught (README: "Hidden markers"). `gen` None: torch's global generator, which the
+    never taught (docs/not_plus.md: "Hidden markers"). `gen` None: torch's global generator, which the
     training loop seeds per micro-batch, so a resumed run hides what the first one hid."""
     rows = (y == MARKER).any(1) & (torch.rand(len(y), generator=gen) < share).to(y.device)
     where = (y == MARKER) & rows[:, None]
