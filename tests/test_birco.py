@@ -169,7 +169,7 @@ def test_malformed_release_files_name_file_and_field(tmp_path, mutate, message):
     path = write_pickle(tmp_path / "relic" / "test_set.pickle", _broken(mutate))
     with pytest.raises(DataError, match=rf"test_set\.pickle: {message}") as err:
         load_birco("relic", str(tmp_path))
-    assert err.value.path.endswith("test_set.pickle")
+    assert Path(err.value.path).resolve() == path.resolve()  # the very file, not only its name
 
 
 def test_a_set_that_is_not_a_dict(tmp_path):
