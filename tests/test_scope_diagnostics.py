@@ -1,16 +1,16 @@
 """scripts/scope_diagnostics.py on a report folder written by hand: figures per wording and per
 head-firing group, checked against values worked out here."""
 import json
-import sys
 
 import torch
-from conftest import ROOT
+from conftest import load_script
 
 from boolcl.pooling import install
 from boolcl.retrieval.models import load_model
 
-sys.path.insert(0, str(ROOT / "scripts"))
-from scope_diagnostics import SAMPLE_EVAL, main, misses_table, wording_of  # noqa: E402
+diagnostics = load_script("scope_diagnostics")
+SAMPLE_EVAL, main, misses_table, wording_of = (diagnostics.SAMPLE_EVAL, diagnostics.main, diagnostics.misses_table,
+                                               diagnostics.wording_of)
 
 
 def test_each_unseen_wording_is_recognised_and_nothing_else():
