@@ -87,10 +87,11 @@ NEVIR_EVAL = ["eval.max_length=256"]
 def nevir_source(given: str | None) -> tuple[str | None, str]:
     from boolcl.data.nevir import FILE_NAMES
 
+    names = [f.format(split="test") for f in FILE_NAMES]
     path = Path(given or os.environ.get("BOOLCL_NEVIR") or SHARED / "nevir")
-    if path.is_file() or (path.is_dir() and any((path / f).is_file() for f in FILE_NAMES)):
+    if path.is_file() or (path.is_dir() and any((path / f).is_file() for f in names)):
         return str(path), f"NevIR test pairs from {path}"
-    return None, (f"no NevIR test split at {path} (a folder with {FILE_NAMES[0]}, or the file; "
+    return None, (f"no NevIR test split at {path} (a folder with {names[0]}, or the file; "
                   "give --nevir PATH or BOOLCL_NEVIR)")
 
 

@@ -327,6 +327,31 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
         assert math.isfinite(r["loss"]) and r["loss"] == pytest.approx(parts, rel=1e-5)
 
 
+def test_written_negation_pairs_join_the_mix_and_train(tiny_model_dir, not_pool, tmp_path):
+    """train.negation.source: pairs in NevIR's layout become two items each and train with the rest."""
+    from conftest import dump_jsonl
+
+    pairs = dump_jsonl(tmp_path / "pairs.jsonl", [
+        {"id": f"p{i}", "q1": f"Which bridge did open in {1900 + i}?", "doc1": f"The bridge opened in {1900 + i}.",
+         "q2": f"Which bridge did not open in {1900 + i}?", "doc2": f"The bridge did not open in {1900 + i}."}
+        for i in range(3)])
+    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.max_steps=2", "train.negation.pairs=2",
+                         f"train.negation.source={pairs}", f"eval.cache_dir={tmp_path / 'cache'}"))
+    mix = json.loads((out / "data_manifest.json").read_text())["mix"]
+    assert mix["negation"] == {"pairs": 2, "asked": 2, "source": str(pairs), "cut_off": 0}
+    assert all(math.isfinite(json.loads(x)["loss"]) for x in (out / "train_log.jsonl").read_text().splitlines())
+    # the scope head's practice (and warm-up) is about exclusions: the pairs' questions are not in it
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.loop import build_data
+
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "x", "train.negation.pairs=2", f"train.negation.source={pairs}",
+                   "train.decomposition.weight=0", "train.retention.weight=0")
+    data = build_data(cfg, load_model(str(tiny_model_dir)), 2, None, None)
+    statements = {it.query.rstrip("?") for it in data.items if it.question_type == "statement"}
+    assert len(statements) == 4 and not statements & set(data.practice.keeps)
+    assert {it.query.rstrip("?") for it in data.items if it.question_type == "simple"} <= set(data.practice.keeps)
+
+
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
     """The frozen teacher, the plain questions, cluster batches, the decomposition targets (from
     the starting model, also on resume) and the scope head (fitted once, before the first step;

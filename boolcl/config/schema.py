@@ -92,11 +92,18 @@ class ScopeCfg:
 
 @dataclass
 class NegationCfg:
-    """Negated statements (train/negation.py): passages of the pool and copies with one sentence's
-    polarity flipped, each version asked for by a question that differs from the other's by the
-    negation alone, so "not" has to be read. On the sample it did not help NevIR (docs/not_plus.md)."""
-    pairs: int = 0  # passages turned into a (statement, negated statement) pair of items; 0: off
-    questions: bool = True  # ask for each version with a question; false: the sentence itself is the query
+    """Negated statements (train/negation.py): minimal pairs of passages that differ by a negation,
+    each version asked for by a question of its own, so "not" has to be read. Built by rule from
+    the pool's passages (source null), or read in NevIR's layout (docs/not_plus.md)."""
+    pairs: int = 0  # minimal pairs, two items each; 0: off; -1: all of `source`'s
+    # null: flip one sentence of a pool passage by rule; `written`: the pairs bundled with boolcl;
+    # or a NevIR-layout .json/.jsonl file, folder or hub id (its `split`)
+    source: Optional[str] = None
+    split: str = "train"  # the hub split of `source`
+    questions: bool = True  # rule pairs: ask for each version with a question; false: the sentence itself is the query
+    # what the scope head learns from the pairs' questions: `ordinary` (every token; a negated statement
+    # excludes nothing) or `ignore` (nothing). Either way they stay out of its warm-up
+    head: str = "ordinary"
 
 
 @dataclass

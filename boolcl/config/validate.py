@@ -70,8 +70,11 @@ def validate(cfg: DictConfig) -> None:
     if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
         raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
                           f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
-    if t.negation.pairs < 0:
-        raise ConfigError(f"train.negation.pairs is a number of passages (0: off), got {t.negation.pairs}")
+    if t.negation.head not in ("ordinary", "ignore"):
+        raise ConfigError(f"train.negation.head is ordinary or ignore, got {t.negation.head!r}")
+    if t.negation.pairs < -1 or (t.negation.pairs == -1 and t.negation.source is None):
+        raise ConfigError(f"train.negation.pairs is a number of minimal pairs (0: off; -1: all of "
+                          f"train.negation.source's), got {t.negation.pairs}")
     if t.scope.warmup_rows < 1:
         raise ConfigError(f"train.scope.warmup_rows is how many rows the warm-up fits on (at least 1), "
                           f"got {t.scope.warmup_rows}")

@@ -5,8 +5,9 @@ Each pair is `{id, q1, doc1, q2, doc2}`: `doc1` answers `q1`, `doc2` answers `q2
 - no PATH: the hub copy `orionweller/NevIR` through `datasets` (split `test`);
 - PATH a `.json` file holding a list of pairs (the authors' `NevIR_test.json`) or a `.jsonl`
   file with one pair per line;
-- PATH a folder: its `NevIR_test.json` (or `test.json` / `test.jsonl`) when present, else a
-  local copy of the hub repository read through `datasets`.
+- PATH a folder: its `NevIR_test.json` (or `test.json` / `test.jsonl`; for another split,
+  `NevIR_<split>.json` ...) when present, else a local copy of the hub repository read
+  through `datasets`.
 
 A pair with a missing or empty field stops the read, naming the row (1-based) and field.
 """
@@ -24,7 +25,7 @@ from boolcl.errors import DataError
 
 HUB_ID = "orionweller/NevIR"
 FIELDS = ("id", "q1", "doc1", "q2", "doc2")
-FILE_NAMES = ("NevIR_test.json", "test.json", "test.jsonl")
+FILE_NAMES = ("NevIR_{split}.json", "{split}.json", "{split}.jsonl")  # in a folder, for the split asked
 
 
 @dataclass(frozen=True)
@@ -102,11 +103,12 @@ def load_nevir(source: str | None = None, split: str = "test") -> NevirSet:
     if path.is_file():
         return NevirSet(_read_file(path), str(path), split)
     if path.is_dir():
-        for name in FILE_NAMES:
+        names = [name.format(split=split) for name in FILE_NAMES]
+        for name in names:
             if (path / name).is_file():
                 return NevirSet(_read_file(path / name), str(path / name), split)
         if not (path / "README.md").is_file():
-            raise DataError(path, None, f"no NevIR file here (looked for {', '.join(FILE_NAMES)}, or a README.md "
+            raise DataError(path, None, f"no NevIR file here (looked for {', '.join(names)}, or a README.md "
                             "of a hub copy)")
     elif source != HUB_ID and (path.is_absolute() or source.startswith(".") or source.count("/") != 1):
         raise DataError(path, None, "not found (data=nevir:PATH wants a NevIR .json file, a folder holding "

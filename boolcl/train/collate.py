@@ -13,7 +13,7 @@ import torch
 
 from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
-from boolcl.train.scope import row_spans, token_labels
+from boolcl.train.scope import UNKNOWN, row_spans, token_labels
 
 PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
 
@@ -136,11 +136,13 @@ class Collator:
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
                  query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
-                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False):
+                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False,
+                 scope_ignores: Sequence[str] = ()):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
         self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
         self.decomposition, self.scope = decomposition, scope
+        self.scope_ignores = set(scope_ignores)  # question types whose rows teach the scope head nothing
         if scope and not getattr(tokenizer, "is_fast", False):
             raise ConfigError("train.scope needs a fast tokenizer (token offsets); this model's is not")
 
@@ -176,7 +178,8 @@ class Collator:
         queries = self._tokenize([self.query_prompt + x for x in texts], offsets=self.scope)
         scope_labels = None
         if self.scope:
-            spans = (row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch])
+            spans = ([UNKNOWN if b.get("question_type") in self.scope_ignores else span for b, span in
+                      zip(batch, row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch]))]
                      + [None] * len(pair_rows) + row_spans([t for t, _ in synthetic], [True] * len(synthetic))
                      + [span for _, span in practice])
             scope_labels = token_labels(spans, queries.pop("offset_mapping"), queries["attention_mask"],

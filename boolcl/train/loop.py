@@ -38,7 +38,8 @@ from boolcl.retrieval.prompts import prompts_for
 from boolcl.train import checkpoint, decomposition, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.mixing import Item, build_mix
-from boolcl.train.negation import statement_pairs
+from boolcl.train.negation import QUESTION_TYPE as STATEMENT
+from boolcl.train.negation import statement_pairs, within_length, written_pairs
 from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
@@ -124,13 +125,20 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     `Batch`es in an order fixed by (seed, epoch)."""
     t = cfg.train
     items, mix = build_mix(cfg)
-    if t.negation.pairs:  # statement / negated-statement minimal pairs from the mix's own passages
+    if t.negation.pairs and t.negation.source is None:  # minimal pairs from the mix's own passages, by rule
         extra = statement_pairs(items, t.negation.pairs, cfg.seed, questions=t.negation.questions)
         mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs}
         items = items + extra
+    elif t.negation.pairs:  # minimal pairs in NevIR's layout
+        read, source = written_pairs(t.negation.source, t.negation.pairs, cfg.seed, t.negation.split)
+        extra = within_length(read, model.tokenizer, t.max_length)
+        mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs, "source": source,
+                           "cut_off": (len(read) - len(extra)) // 2}
+        items = items + extra
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
                        pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
-                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
+                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0,
+                       scope_ignores=[STATEMENT] if t.negation.head == "ignore" else [])
     plan = decomposition.Plan.of(items, t.decomposition, cfg.seed) if t.decomposition.weight else None
     if plan is not None and start is None:
         raise ValueError("build_data: train.decomposition needs `start` (build_model's second value) for its targets")
@@ -149,7 +157,8 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
             prompt=query_prompt)
     practice = None  # the head's practice sentences: in the warm-up (warmup_practice) and/or in every step (synthetic)
     if t.scope.weight and (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)):
-        practice = scope.ScopeSentences(items, t.scope.templates, max(t.scope.synthetic, 1), cfg.seed,
+        exclusions = [it for it in items if it.question_type != STATEMENT]  # the head practises on exclusions
+        practice = scope.ScopeSentences(exclusions, t.scope.templates, max(t.scope.synthetic, 1), cfg.seed,
                                         contrast=t.scope.contrast)
     dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic,
                           practice if t.scope.synthetic else None)
@@ -176,7 +185,8 @@ def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, p
 def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
     """Fit the scope head alone before the first step, as the recipe's train.scope says (scope.warm_up)."""
     s = cfg.train.scope
-    return scope.warm_up(model, pooling.scope_pooling(model), data.items,
+    rows = [it for it in data.items if it.question_type != STATEMENT]  # the warm-up is about exclusions too
+    return scope.warm_up(model, pooling.scope_pooling(model), rows,
                          data.practice if s.warmup_practice else None, steps=s.warmup, lr=s.lr, seed=cfg.seed,
                          prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows,
                          hide_markers=s.hide_markers)
@@ -229,7 +239,9 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
               f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
     if "negation" in mix:
         n = mix["negation"]
-        print(f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one sentence "
+        print(f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, {n['cut_off']} "
+              f"left out: their passages differ only past train.max_length)" if "source" in n
+              else f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one sentence "
               f"({n['asked']} asked; each version has a question of its own)", flush=True)
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]

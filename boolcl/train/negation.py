@@ -22,11 +22,17 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from pathlib import Path
 
+from boolcl.data.nevir import load_nevir
+from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
 
 QUESTION_TYPE = "statement"  # not "not": these rows get no exclusion, decomposition or retention, and the
 # scope head learns them as ordinary throughout (a negated statement excludes nothing)
+
+# minimal pairs written for boolcl in NevIR's layout (train.negation.source=written; never NevIR's own)
+WRITTEN = Path(__file__).resolve().parent.parent / "data" / "negation_pairs.jsonl"
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _AUXILIARY = ("is", "are", "was", "were", "can", "could", "will", "would", "should", "may", "might", "must",
@@ -100,3 +106,43 @@ def statement_pairs(items: list[Item], n: int, seed: int, questions: bool = True
         out.append(Item(q, [pid], [text], [oid], [other], QUESTION_TYPE, n_explicit=1, group=group))
         out.append(Item(q_flipped, [oid], [other], [pid], [text], QUESTION_TYPE, n_explicit=1, group=group))
     return out
+
+
+def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple[list[Item], str]:
+    """2 x min(n, available) items from minimal pairs in NevIR's layout ({id, q1, doc1, q2, doc2}:
+    doc1 answers q1, doc2 answers q2), drawn in an order fixed by `seed` (n < 0: all of them).
+
+    `source` is anything data/nevir.py reads: "written" (the pairs bundled with boolcl, written
+    for it by hand, none from NevIR), a .json/.jsonl file, a folder, or a hub id with `split`
+    (NevIR's own training split, `orionweller/NevIR`, for users who can reach the hub). Rule
+    negations cover one auxiliary; written pairs move a negation, swap an antonym or negate a
+    verb, which is what NevIR's passages do. Also returns where the pairs came from."""
+    label = source
+    if source == "written":
+        source = str(WRITTEN)
+    elif split == "test":
+        raise ConfigError("train.negation.split=test: NevIR's test split is the benchmark; train on your own "
+                          "pairs, `written` or the hub's `train` split")
+    pairs = load_nevir(source, split)
+    chosen = list(pairs.pairs)
+    random.Random(f"negation-written/{seed}").shuffle(chosen)
+    if n >= 0:
+        chosen = chosen[:n]
+    out: list[Item] = []
+    for p in chosen:
+        group = f"negation/{p.id}"
+        id1, id2 = f"{group}#1", f"{group}#2"
+        out.append(Item(p.q1, [id1], [p.doc1], [id2], [p.doc2], QUESTION_TYPE, n_explicit=1, group=group))
+        out.append(Item(p.q2, [id2], [p.doc2], [id1], [p.doc1], QUESTION_TYPE, n_explicit=1, group=group))
+    return out, "written" if label == "written" else pairs.source
+
+
+def within_length(items: list[Item], tokenizer, max_length: int) -> list[Item]:
+    """The pairs whose two passages still differ once cut to `max_length` tokens: a negation
+    past the cut leaves two identical passages, one labelled right and one wrong."""
+    keep = []
+    for a, b in zip(items[::2], items[1::2]):
+        ids = tokenizer([a.positives[0], b.positives[0]], truncation=True, max_length=max_length)["input_ids"]
+        if ids[0] != ids[1]:
+            keep += [a, b]
+    return keep
