@@ -120,6 +120,10 @@ def test_written_pairs_give_each_question_its_passage_and_the_other_as_hard_nega
     assert source == str(folder / "NevIR_train.json") and len(read) == 12
     with pytest.raises(DataError, match=r"NevIR_dev\.json"):
         written_pairs(str(folder), -1, seed=1, split="dev")
+    # the benchmark's own file, under the authors' name, is refused as training material
+    (folder / "NevIR_test.json").write_text(json.dumps(PAIRS))
+    with pytest.raises(ConfigError, match=r"NevIR_test\.json is NevIR's test split"):
+        written_pairs(str(folder / "NevIR_test.json"), -1, seed=1)
     # a bad row stops the read, naming the file, the row and the field
     bad = dump_jsonl(tmp_path / "bad.jsonl", PAIRS[:2] + [{**PAIRS[2], "doc2": ""}])
     with pytest.raises(DataError, match=r"bad\.jsonl.*row 3.*doc2"):

@@ -1,4 +1,4 @@
-"""Negated statements: minimal pairs that differ only by a negation, built from the pool's own passages.
+"""Negated statements: minimal pairs of passages that differ by a negation, one question for each.
 
 An exclusion ("X other than Y") asks the retriever to leave a passage out; a negated
 statement ("Einstein did not enjoy it at that age") asks it to tell two nearly identical
@@ -15,7 +15,10 @@ question and in the passage.
 S is negated by rule: "not" goes in after the first auxiliary or form of "be" ("is" -> "is not",
 "can" -> "cannot"), or an existing negation is taken out ("does not" -> "does"). No labels,
 no LLM, and nothing from NevIR: only the training pool's passages, which never include the
-evaluation clusters'.
+evaluation clusters'. This did not raise NevIR (docs/not_plus.md, "Negated statements").
+
+`train.negation.source` reads the pairs instead, in NevIR's layout (`written_pairs`): the ones
+written for boolcl, or a user's own. Those did (docs/not_plus.md, "Written minimal pairs").
 """
 from __future__ import annotations
 
@@ -24,12 +27,12 @@ import random
 import re
 from pathlib import Path
 
-from boolcl.data.nevir import load_nevir
+from boolcl.data.nevir import FILE_NAMES, load_nevir
 from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
 
 QUESTION_TYPE = "statement"  # not "not": these rows get no exclusion, decomposition or retention, and the
-# scope head learns them as ordinary throughout (a negated statement excludes nothing)
+# scope head learns them as ordinary throughout or not at all (train.negation.head), never in its warm-up
 
 # minimal pairs written for boolcl in NevIR's layout (train.negation.source=written; never NevIR's own)
 WRITTEN = Path(__file__).resolve().parent.parent / "data" / "negation_pairs.jsonl"
@@ -112,11 +115,13 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
     """2 x min(n, available) items from minimal pairs in NevIR's layout ({id, q1, doc1, q2, doc2}:
     doc1 answers q1, doc2 answers q2), drawn in an order fixed by `seed` (n < 0: all of them).
 
-    `source` is anything data/nevir.py reads: "written" (the pairs bundled with boolcl, written
-    for it by hand, none from NevIR), a .json/.jsonl file, a folder, or a hub id with `split`
-    (NevIR's own training split, `orionweller/NevIR`, for users who can reach the hub). Rule
-    negations cover one auxiliary; written pairs move a negation, swap an antonym or negate a
-    verb, which is what NevIR's passages do. Also returns where the pairs came from."""
+    `source` is anything data/nevir.py reads: "written" (the 640 pairs bundled with boolcl,
+    written for it, none from NevIR: README, "Written negation pairs"), a .json/.jsonl file, a
+    folder, or a hub id with `split` (NevIR's own training split, `orionweller/NevIR`, for
+    users who can reach the hub). Rule negations cover one auxiliary; written pairs move a
+    negation, swap an antonym or negate a verb, which is what NevIR's passages do. NevIR's test
+    split (asked for, or a file named as the authors name it) is refused: it is the benchmark.
+    Also returns where the pairs came from."""
     label = source
     if source == "written":
         source = str(WRITTEN)
@@ -124,6 +129,9 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
         raise ConfigError("train.negation.split=test: NevIR's test split is the benchmark; train on your own "
                           "pairs, `written` or the hub's `train` split")
     pairs = load_nevir(source, split)
+    if label != "written" and Path(pairs.source).name in {f.format(split="test") for f in FILE_NAMES}:
+        raise ConfigError(f"train.negation.source={label}: {pairs.source} is NevIR's test split, the benchmark; "
+                          "train on your own pairs, `written` or the hub's `train` split")
     chosen = list(pairs.pairs)
     random.Random(f"negation-written/{seed}").shuffle(chosen)
     if n >= 0:
