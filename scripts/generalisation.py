@@ -85,9 +85,9 @@ NEVIR_EVAL = ["eval.max_length=256"]
 
 
 def nevir_source(given: str | None) -> tuple[str | None, str]:
-    from boolcl.data.nevir import FILE_NAMES
+    from boolcl.data.nevir import file_names
 
-    names = [f.format(split="test") for f in FILE_NAMES]
+    names = file_names("test")
     path = Path(given or os.environ.get("BOOLCL_NEVIR") or SHARED / "nevir")
     if path.is_file() or (path.is_dir() and any((path / f).is_file() for f in names)):
         return str(path), f"NevIR test pairs from {path}"

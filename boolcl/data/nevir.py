@@ -28,6 +28,11 @@ FIELDS = ("id", "q1", "doc1", "q2", "doc2")
 FILE_NAMES = ("NevIR_{split}.json", "{split}.json", "{split}.jsonl")  # in a folder, for the split asked
 
 
+def file_names(split: str) -> list[str]:
+    """The names a folder's file of `split` may have, in the order they are looked for."""
+    return [name.format(split=split) for name in FILE_NAMES]
+
+
 @dataclass(frozen=True)
 class NevirPair:
     id: str
@@ -103,7 +108,7 @@ def load_nevir(source: str | None = None, split: str = "test") -> NevirSet:
     if path.is_file():
         return NevirSet(_read_file(path), str(path), split)
     if path.is_dir():
-        names = [name.format(split=split) for name in FILE_NAMES]
+        names = file_names(split)
         for name in names:
             if (path / name).is_file():
                 return NevirSet(_read_file(path / name), str(path / name), split)

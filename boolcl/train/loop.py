@@ -39,7 +39,7 @@ from boolcl.train import checkpoint, decomposition, scope
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.negation import QUESTION_TYPE as STATEMENT
-from boolcl.train.negation import statement_pairs, within_length, written_pairs
+from boolcl.train.negation import statement_pairs, within_length, without_statements, written_pairs
 from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle
@@ -157,9 +157,8 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
             prompt=query_prompt)
     practice = None  # the head's practice sentences: in the warm-up (warmup_practice) and/or in every step (synthetic)
     if t.scope.weight and (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)):
-        exclusions = [it for it in items if it.question_type != STATEMENT]  # the head practises on exclusions
-        practice = scope.ScopeSentences(exclusions, t.scope.templates, max(t.scope.synthetic, 1), cfg.seed,
-                                        contrast=t.scope.contrast)
+        practice = scope.ScopeSentences(without_statements(items), t.scope.templates, max(t.scope.synthetic, 1),
+                                        cfg.seed, contrast=t.scope.contrast)
     dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic,
                           practice if t.scope.synthetic else None)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
@@ -185,8 +184,7 @@ def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, p
 def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
     """Fit the scope head alone before the first step, as the recipe's train.scope says (scope.warm_up)."""
     s = cfg.train.scope
-    rows = [it for it in data.items if it.question_type != STATEMENT]  # the warm-up is about exclusions too
-    return scope.warm_up(model, pooling.scope_pooling(model), rows,
+    return scope.warm_up(model, pooling.scope_pooling(model), without_statements(data.items),
                          data.practice if s.warmup_practice else None, steps=s.warmup, lr=s.lr, seed=cfg.seed,
                          prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows,
                          hide_markers=s.hide_markers)

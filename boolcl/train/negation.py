@@ -27,7 +27,7 @@ import random
 import re
 from pathlib import Path
 
-from boolcl.data.nevir import FILE_NAMES, load_nevir
+from boolcl.data.nevir import file_names, load_nevir
 from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
 
@@ -129,7 +129,7 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
         raise ConfigError("train.negation.split=test: NevIR's test split is the benchmark; train on your own "
                           "pairs, `written` or the hub's `train` split")
     pairs = load_nevir(source, split)
-    if label != "written" and Path(pairs.source).name in {f.format(split="test") for f in FILE_NAMES}:
+    if label != "written" and Path(pairs.source).name in file_names("test"):
         raise ConfigError(f"train.negation.source={label}: {pairs.source} is NevIR's test split, the benchmark; "
                           "train on your own pairs, `written` or the hub's `train` split")
     chosen = list(pairs.pairs)
@@ -143,6 +143,12 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
         out.append(Item(p.q1, [id1], [p.doc1], [id2], [p.doc2], QUESTION_TYPE, n_explicit=1, group=group))
         out.append(Item(p.q2, [id2], [p.doc2], [id1], [p.doc1], QUESTION_TYPE, n_explicit=1, group=group))
     return out, "written" if label == "written" else pairs.source
+
+
+def without_statements(items: list[Item]) -> list[Item]:
+    """The items less the pairs' questions: what the scope head's warm-up and practice sentences
+    are drawn from, since both are about exclusions."""
+    return [it for it in items if it.question_type != QUESTION_TYPE]
 
 
 def within_length(items: list[Item], tokenizer, max_length: int) -> list[Item]:
