@@ -21,11 +21,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from boolcl.data.birco import load_birco_files
+from boolcl.errors import DataError
+from boolcl.evaluate.runs import SEED_SUFFIX
+from boolcl.scoring.report import read_trec_run
 
 ARGUMENT = re.compile(r"^(?:test|training|validation)-[a-z0-9-]+?-([a-z0-9]+)-(pro|con)(\d+)([ab])$")
 KINDS = ("own side, point", "own side, counterpoint", "other side, point", "other side, counterpoint",
          "other debate")
-SEED = re.compile(r"-s\d+$")
 
 
 def kind(question: str, passage: str) -> str:
@@ -38,16 +40,21 @@ def kind(question: str, passage: str) -> str:
 
 
 def read_run(path: Path) -> dict[str, list[str]]:
-    """ArguAna's rankings in a TREC run file (ids without the `arguana/` prefix), best first."""
-    ranked: dict = defaultdict(list)
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        parts = line.split()
-        if len(parts) != 6:
-            raise SystemExit(f"{path}:{n}: not a TREC run line (qid Q0 docid rank score tag)")
-        qid, _, pid, rank, _, _ = parts
-        if qid.startswith("arguana/"):
-            ranked[qid.removeprefix("arguana/")].append((int(rank), pid))
-    return {q: [pid for _, pid in sorted(r)] for q, r in ranked.items()}
+    """ArguAna's rankings in a TREC run file (ids without the `arguana/` prefix), best first, in
+    the order trec_eval and the reported nDCG@10 read them."""
+    try:
+        run = read_trec_run(path)
+    except DataError as err:
+        raise SystemExit(str(err)) from None
+    return {q.removeprefix("arguana/"): [pid for pid, _ in ranked] for q, ranked in run.items()
+            if q.startswith("arguana/")}
+
+
+def run_name(run: Path) -> str:
+    """The name a run's seeds share (NAME-s1, NAME-s2 -> NAME), as `boolcl compare` groups them."""
+    name = run.name if run.is_dir() else run.parent.name
+    seeded = SEED_SUFFIX.match(name)
+    return seeded.group("prefix") if seeded else name
 
 
 def above_counterpoint(ranked: dict[str, list[str]], qrels: dict[str, dict], k: int) -> tuple[Counter, int, int]:
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(ranked) - set(qrels))
         if unknown:
             raise SystemExit(f"{path}: question {unknown[0]} is not in BIRCO's ArguAna test set at {args.birco}")
-        groups[SEED.sub("", run.name if run.is_dir() else run.parent.name)].append(above_counterpoint(ranked, qrels, args.k))
+        groups[run_name(run)].append(above_counterpoint(ranked, qrels, args.k))
     print(f"Passages ranked above the counterpoint within the top {args.k}, per question (mean over seeds):\n")
     print("| run | seeds | " + " | ".join(KINDS) + " | counterpoint first |")
     print("| --- | ---: | " + " | ".join("---:" for _ in KINDS) + " | ---: |")
