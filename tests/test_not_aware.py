@@ -292,6 +292,8 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.hard_negatives=0"])
     with pytest.raises(ConfigError, match="train.exclusion.operators"):
         compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
+    with pytest.raises(ConfigError, match="set train.negation.pairs too"):
+        compose(["recipe=not_plus_tiny", "train.negation.spread=true"])
     cfg = compose(["recipe=not_plus"])
     assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.exclusion.weight > 0
 
@@ -350,6 +352,44 @@ def test_written_negation_pairs_join_the_mix_and_train(tiny_model_dir, not_pool,
     statements = {it.query.rstrip("?") for it in data.items if it.question_type == "statement"}
     assert len(statements) == 4 and not statements & set(data.practice.keeps)
     assert {it.query.rstrip("?") for it in data.items if it.question_type == "simple"} <= set(data.practice.keeps)
+
+
+def test_spread_pairs_come_once_per_run_and_resume_exactly(tiny_model_dir, not_pool, tmp_path):
+    """train.negation.spread: each pair in one epoch only, every other item in every epoch; the
+    steps count one part per epoch, and a resume in the second epoch lands on the same weights."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.loop import build_data
+
+    common = ["train.negation.pairs=4", "train.negation.spread=true", "train.decomposition.weight=0",
+              f"eval.cache_dir={tmp_path / 'cache'}"]
+    data = build_data(plus_cfg(tiny_model_dir, not_pool, tmp_path / "x", *common, "train.retention.weight=0"),
+                      load_model(str(tiny_model_dir)), 2, None, None)
+    statements = {i for i, it in enumerate(data.items) if it.question_type == "statement"}
+    assert len(data.items) == 18 and len(statements) == 8  # 4 NOT + 6 original questions, 4 pairs
+    seen = []
+    for epoch in (0, 1):
+        data.loader.sampler.set_epoch(epoch)
+        order = list(data.loader.sampler)
+        assert set(order) - statements == set(range(18)) - statements  # the rest in every epoch
+        seen.append(set(order) & statements)
+    assert [len(s) for s in seen] == [4, 4] and seen[0] | seen[1] == statements  # each pair once
+
+    full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common, "train.save_every=1",
+                          "train.keep_last=20"))
+    assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {"pairs": 4, "asked": 4,
+                                                                                        "per_epoch": 2}
+    log = [json.loads(x) for x in (full / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 15))  # (10 + 2 x 2) / 2 = 7 steps per epoch, not 9
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copytree(full / "checkpoint-9", resumed_dir / "checkpoint-9")
+    resumed = train(plus_cfg(tiny_model_dir, not_pool, resumed_dir, *common, "train.resume=true"))
+    a, b = (load_file(str(f / "model.safetensors")) for f in (full, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):

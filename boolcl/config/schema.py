@@ -104,6 +104,9 @@ class NegationCfg:
     # what the scope head learns from the pairs' questions: `ordinary` (every token; a negated statement
     # excludes nothing) or `ignore` (nothing). Either way they stay out of its warm-up
     head: str = "ordinary"
+    # each pair in one epoch only: the pairs split into train.epochs parts, epoch e trains on part e
+    # and all the rest of the mix, so the pairs add a third of the steps over three epochs, not thrice
+    spread: bool = False
 
 
 @dataclass

@@ -75,6 +75,9 @@ def validate(cfg: DictConfig) -> None:
     if t.negation.pairs < -1 or (t.negation.pairs == -1 and t.negation.source is None):
         raise ConfigError(f"train.negation.pairs is a number of minimal pairs (0: off; -1: all of "
                           f"train.negation.source's), got {t.negation.pairs}")
+    if t.negation.spread and not t.negation.pairs:
+        raise ConfigError("train.negation.spread splits the minimal pairs over the epochs: "
+                          "set train.negation.pairs too")
     if t.scope.warmup_rows < 1:
         raise ConfigError(f"train.scope.warmup_rows is how many rows the warm-up fits on (at least 1), "
                           f"got {t.scope.warmup_rows}")

@@ -42,7 +42,7 @@ from boolcl.train.negation import QUESTION_TYPE as STATEMENT
 from boolcl.train.negation import statement_pairs, within_length, without_statements, written_pairs
 from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
-from boolcl.train.sampling import EpochShuffle
+from boolcl.train.sampling import EpochShuffle, spread_parts
 from boolcl.train.start_table import StartTable, StartView, retention_rows
 
 # ---------------------------------------------------------------- set-up helpers
@@ -163,7 +163,12 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
                           practice if t.scope.synthetic else None)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
-    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
+    parts = None
+    if t.negation.spread:  # each pair in one epoch: its two items in the same part
+        statements = [i for i, it in enumerate(items) if it.question_type == STATEMENT]
+        parts = spread_parts(list(zip(statements[::2], statements[1::2])), t.epochs, cfg.seed)
+        mix["negation"]["per_epoch"] = len(parts[0]) // 2
+    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups, parts)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
@@ -237,10 +242,12 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
               f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
     if "negation" in mix:
         n = mix["negation"]
-        print(f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, {n['cut_off']} "
-              f"left out: their passages differ only past train.max_length)" if "source" in n
-              else f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one sentence "
-              f"({n['asked']} asked; each version has a question of its own)", flush=True)
+        print((f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, "
+               f"{n['cut_off']} left out: their passages differ only past train.max_length)" if "source" in n
+               else f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one "
+               f"sentence ({n['asked']} asked; each version has a question of its own)")
+              + (f"; {n['per_epoch']} of them in each epoch (train.negation.spread)" if "per_epoch" in n else ""),
+              flush=True)
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]
         print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
@@ -335,7 +342,7 @@ def train(cfg: DictConfig) -> Path:
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
     data = build_data(cfg, model, local_batch, query_prompt, passage_prompt, start, accelerator)
     del start  # the table holds all the NOT-aware terms need of the start
-    plan = plan_steps(cfg, len(data.items), local_batch, accelerator.num_processes)
+    plan = plan_steps(cfg, len(data.loader.sampler), local_batch, accelerator.num_processes)  # items per epoch
     optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
     objective = Objective(t, model.similarity_fn_name or "cosine", data.start_table, autocast=accelerator.autocast,
