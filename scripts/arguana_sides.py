@@ -1,7 +1,7 @@
 """What ranks above ArguAna's counter-argument: the question's own side, the other side, or other debates.
 
     python scripts/arguana_sides.py results/neg/birco/runs/base results/neg/birco/runs/neg160r-s{1,2,3} \\
-        results/seed1/birco/runs/not_plus-s{1,2,3} [--birco ../shared/birco] [--k 10]
+        results/seed1/birco/runs/not_plus-s{1,2,3} [--birco ../shared/birco (or BOOLCL_BIRCO)] [--k 10]
 
 An ArguAna question is an argument from a debate, and its one relevant passage is the
 counterpoint written to answer it, which takes the other side. A model taught that a statement
@@ -16,6 +16,7 @@ are averaged over their seeds (docs/not_plus.md, "Keeping more of the start").
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -72,8 +73,10 @@ def above_counterpoint(ranked: dict[str, list[str]], qrels: dict[str, dict], k: 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="evaluation folders with run.trec, or run files")
-    ap.add_argument("--birco", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "birco",
-                    help="BIRCO's release folder (default: ../shared/birco)")
+    ap.add_argument("--birco", type=Path, default=os.environ.get("BOOLCL_BIRCO") or
+                    Path(__file__).resolve().parents[1].parent / "shared" / "birco",
+                    help="BIRCO's release folder (default: $BOOLCL_BIRCO, else ../shared/birco, as "
+                         "scripts/generalisation.py)")
     ap.add_argument("--k", type=int, default=10, help="count only within the top k (default 10)")
     args = ap.parse_args(argv)
     qrels = load_birco_files(args.birco, "arguana").qrels

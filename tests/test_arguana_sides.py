@@ -47,7 +47,7 @@ def test_kinds_come_from_the_ids(script):
     assert script.kind(Q1, "not-an-argument-id") == "other debate"
 
 
-def test_counts_above_the_counterpoint_match_a_hand_count(script, birco, tmp_path, capsys):
+def test_counts_above_the_counterpoint_match_a_hand_count(script, birco, tmp_path, capsys, monkeypatch):
     m1 = write_run(tmp_path / "runs" / "m-s1", RANKED)
     swapped = {Q1: [RELEVANT[Q1]] + [p for p in RANKED[Q1] if p != RELEVANT[Q1]], Q2: RANKED[Q2][::-1]}
     m2 = write_run(tmp_path / "runs" / "m-s2", swapped)  # seed 2: Q1 first, Q2 under one own-side point of debate 1
@@ -57,7 +57,8 @@ def test_counts_above_the_counterpoint_match_a_hand_count(script, birco, tmp_pat
     # debate, one other-side counterpoint; seed 2 Q2 one passage of another debate (debate 1)
     assert [c.strip() for c in row.strip("|").split("|")] == ["m", "2", "0.25", "0.00", "0.00", "0.25", "0.50", "50.0%"]
 
-    assert script.main([str(m1 / "run.trec"), "--birco", str(birco), "--k", "2"]) == 0  # only the top 2 count
+    monkeypatch.setenv("BOOLCL_BIRCO", str(birco))  # where BIRCO is when --birco is not given
+    assert script.main([str(m1 / "run.trec"), "--k", "2"]) == 0  # only the top 2 count
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| m |"))  # the folder's name
     assert [c.strip() for c in row.strip("|").split("|")][1:] == ["1", "0.50", "0.00", "0.00", "0.00", "0.50", "50.0%"]
 
