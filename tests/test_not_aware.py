@@ -106,6 +106,28 @@ def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():
     assert ret(q, p, tq, p, torch.tensor([False, False]), keys, positive_keys).item() == 0.0
 
 
+def test_passage_retention_is_kl_over_the_other_passages_computed_by_hand():
+    from boolcl.train.collate import PLACEHOLDER
+    from boolcl.train.not_aware import PassageRetention
+
+    torch.manual_seed(0)
+    p, tp = torch.randn(5, 4), torch.randn(5, 4)
+    keys = torch.tensor([1, 2, 3, 1, PLACEHOLDER])  # passage 3 is a copy of passage 0; 4 a filler
+    rows = torch.tensor([True, False])  # row 0's positive (passage 0) is the query; row 1 is not retained
+    ret = PassageRetention("dot", 2.0)
+    assert ret(p, p, rows, keys).item() == pytest.approx(0.0, abs=1e-7)  # the teacher's own neighbours
+    others = [1, 2]  # neither itself, its copy nor the filler
+    t = F.softmax(2.0 * tp[0] @ tp[others].T, -1)
+    s = F.log_softmax(2.0 * p[0] @ p[others].T, -1)
+    assert ret(p, tp, rows, keys).item() == pytest.approx((t * (t.log() - s)).sum().item(), rel=1e-5)
+    moved = p.clone()
+    moved[3] += 5  # the copy is no neighbour: moving it changes nothing
+    assert ret(moved, tp, rows, keys).item() == pytest.approx(ret(p, tp, rows, keys).item(), rel=1e-6)
+    assert ret(p, tp, torch.tensor([False, False]), keys).item() == 0.0
+    alone = torch.tensor([1, 1, PLACEHOLDER, PLACEHOLDER, 1])
+    assert ret(p, tp, rows, alone).item() == 0.0  # nothing else in the batch: nothing to keep
+
+
 def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_dir, not_pool, tmp_path):
     """The retention term from embeddings computed once equals the old path (a frozen copy of the
     model, scope head included, run on every batch) on a real batch, once the student has moved."""
@@ -292,6 +314,8 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.hard_negatives=0"])
     with pytest.raises(ConfigError, match="train.exclusion.operators"):
         compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
+    with pytest.raises(ConfigError, match="train.retention.passages"):
+        compose(["recipe=not_plus_tiny", "train.retention.weight=0", "train.retention.passages=1"])
     with pytest.raises(ConfigError, match="set train.negation.pairs too"):
         compose(["recipe=not_plus_tiny", "train.negation.spread=true"])
     cfg = compose(["recipe=not_plus"])
@@ -308,13 +332,13 @@ def test_demo_takes_the_recipe_it_is_given():
 # ---------------------------------------------------------------- runs
 
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
-    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
+    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.retention.passages=1"))
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
     # 4 NOT + 6 original items, batch 2: 5 steps per epoch, 2 epochs
     assert [r["step"] for r in log] == list(range(1, 11))
     terms = {k for r in log for k in r if k.startswith("loss_")}
-    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_decomposition",
-                     "loss_scope", "loss_scope_hidden"}
+    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_retention_passages",
+                     "loss_decomposition", "loss_scope", "loss_scope_hidden"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "synthetic": 0}

@@ -47,6 +47,9 @@ class RetentionCfg:
     # Boolean question types retention also scores (e.g. [and, or]: the frozen model already ranks them
     # well, so training on NOT questions must not move them); they must be in train.operators to be trained on
     operators: list[str] = field(default_factory=list)
+    # weight of the same KL with the retained rows' positives as the queries, over the batch's other
+    # passages (not_aware.PassageRetention): long texts asked as queries keep their neighbours; 0: off
+    passages: float = 0.0
 
 
 @dataclass

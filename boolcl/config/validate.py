@@ -99,6 +99,9 @@ def validate(cfg: DictConfig) -> None:
                           "(set train.scope.warmup_practice=false for a warm-up on the training questions alone)")
     if t.decomposition.synthetic and not t.decomposition.templates:
         raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
+    if t.retention.passages < 0 or (t.retention.passages and not t.retention.weight):
+        raise ConfigError(f"train.retention.passages is a weight >= 0 that works beside train.retention.weight > 0 "
+                          f"(its table), got passages={t.retention.passages}, weight={t.retention.weight}")
     if set(t.retention.operators) - set(t.operators):
         raise ConfigError(f"train.retention.operators={list(t.retention.operators)} must be among train.operators="
                           f"{list(t.operators)}: retention scores questions the mix has")
