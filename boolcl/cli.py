@@ -110,6 +110,18 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_interpolate(args) -> int:
+    from boolcl.retrieval.interpolate import interpolate_folders
+
+    record = interpolate_folders(args.model, args.other, args.weight, Path(args.out))
+    mixed = ", ".join(f"module {m}: {n}" for m, n in record["interpolated"].items())
+    kept = ", ".join(f"module {m}: {n}" for m, n in record["kept"].items())
+    console.print(f"[green]saved[/] {args.out}: {record['weight']:g} of {record['model']} and "
+                  f"{1 - record['weight']:g} of {record['other']} (weights mixed: {mixed}"
+                  + (f"; kept as the model has them: {kept}" if kept else "") + ")")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="boolcl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
@@ -177,6 +189,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", help="the question, quoted")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data=sample eval.query_prompt=...")
 
+    p = add("interpolate", "a model part of the way back to its start (or to another model): each weight "
+            "w*MODEL + (1-w)*OTHER", cmd_interpolate,
+            "Mixes two models of one architecture weight by weight (WiSE-FT) and writes a SentenceTransformer\n"
+            "folder with interpolation.json. OTHER defaults to the model MODEL was trained from (its run's\n"
+            "config.yaml). A scope head only MODEL has is kept as trained. Training on NOT questions moves\n"
+            "the encoder off the topics of text it never saw; part of the way back gives much of that back\n"
+            "(docs/not_plus.md: 'Part of the way back'). Score it like any model: boolcl evaluate OUT data=...\n"
+            "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 --out checkpoints/not_plus-w0.7")
+    p.add_argument("model", help="the trained model (a run folder or any SentenceTransformer folder)")
+    p.add_argument("other", nargs="?", help="the model to move towards (default: the one MODEL was trained from)")
+    p.add_argument("--weight", type=float, required=True, help="MODEL's share, 0..1 (1: MODEL itself)")
+    p.add_argument("--out", required=True, help="the new model folder (must not exist)")
+
     p = add("config", "print the resolved config for a recipe and overrides", cmd_config)
     p.add_argument("overrides", nargs="*", help="recipe=NAME and key=value overrides")
     return parser
@@ -187,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
-    if getattr(args, "model", None) and "=" in args.model:  # `boolcl evaluate key=value` without a model
+    if getattr(args, "model", None) and "=" in args.model and hasattr(args, "overrides"):  # `boolcl evaluate key=value`
         args.overrides.insert(0, args.model)
         args.model = None
     try:

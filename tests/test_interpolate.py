@@ -1,0 +1,118 @@
+"""boolcl interpolate: a model part of the way back to its start, weight by weight."""
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from boolcl.cli import main
+from boolcl.errors import ModelError
+from boolcl.pooling import install, scope_pooling
+from boolcl.retrieval.interpolate import interpolate_state
+from boolcl.retrieval.models import load_model
+
+TEXTS = ["Which string instruments are there, other than the ones that are plucked?",
+         "A cello is a bowed string instrument."]
+
+
+def moved(model_dir, tmp_path, name: str, seed: int, head: bool = False):
+    """The tiny model with every weight moved at random (a 'trained' model), saved as `name`;
+    with `head`, a scope head with random weights too."""
+    model = load_model(str(model_dir))
+    if head:
+        install(model, drop=0.5, hidden=4)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    model.save(str(tmp_path / name))
+    return tmp_path / name
+
+
+def run_cli(capsys, *args) -> tuple[int, str]:
+    code = main(["interpolate", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
+def test_each_weight_is_the_mix_and_a_head_only_the_model_has_is_kept(tiny_model_dir, tmp_path, capsys):
+    trained = moved(tiny_model_dir, tmp_path, "trained", seed=1, head=True)
+    code, err = run_cli(capsys, trained, tiny_model_dir, "--weight", 0.25, "--out", tmp_path / "mix")
+    assert code == 0, err
+
+    a, b = load_file(trained / "model.safetensors"), load_file(tiny_model_dir / "model.safetensors")
+    got = load_file(tmp_path / "mix" / "model.safetensors")
+    assert set(got) == set(a)
+    for key, x in a.items():  # by hand, from the files
+        want = 0.25 * x + 0.75 * b[key] if x.is_floating_point() else x
+        assert torch.allclose(got[key], want, atol=1e-6), key
+    moved_keys = [k for k in a if a[k].is_floating_point() and not torch.equal(a[k], b[k])]
+    assert moved_keys and not any(torch.allclose(got[k], a[k]) for k in moved_keys)
+    head_file = "1_ScopePooling/model.safetensors"
+    assert all(torch.equal(v, load_file(trained / head_file)[k])
+               for k, v in load_file(tmp_path / "mix" / head_file).items())
+
+    record = json.loads((tmp_path / "mix" / "interpolation.json").read_text())
+    assert record["weight"] == 0.25 and record["other"] == str(tiny_model_dir)
+    assert record["kept"] == {"1": 2 * 4 + 2}  # the head: its GRU (2 directions x 4 tensors) and its Linear
+    assert record["interpolated"]["0"] == sum(1 for x in a.values() if x.is_floating_point())
+    assert "0.25 of" in err and "kept" in err
+
+
+def test_weight_one_is_the_model_and_zero_the_other_encoder(tiny_model_dir, tmp_path, capsys):
+    trained = moved(tiny_model_dir, tmp_path, "trained", seed=2, head=True)
+    assert run_cli(capsys, trained, tiny_model_dir, "--weight", 1, "--out", tmp_path / "w1")[0] == 0
+    assert run_cli(capsys, trained, tiny_model_dir, "--weight", 0, "--out", tmp_path / "w0")[0] == 0
+    same = load_model(str(tmp_path / "w1")).encode(TEXTS, convert_to_tensor=True)
+    assert torch.equal(same, load_model(str(trained)).encode(TEXTS, convert_to_tensor=True))
+    back = load_file(tmp_path / "w0" / "model.safetensors")
+    assert all(torch.equal(v, load_file(tiny_model_dir / "model.safetensors")[k]) for k, v in back.items())
+    assert scope_pooling(load_model(str(tmp_path / "w0"))) is not None  # the head stays: the start has none
+
+
+def test_two_runs_with_heads_are_mixed_heads_and_all(tiny_model_dir, tmp_path, capsys):
+    one = moved(tiny_model_dir, tmp_path, "one", seed=3, head=True)
+    two = moved(tiny_model_dir, tmp_path, "two", seed=4, head=True)
+    assert run_cli(capsys, one, two, "--weight", 0.5, "--out", tmp_path / "soup")[0] == 0
+    head_file = "1_ScopePooling/model.safetensors"
+    x, y = load_file(one / head_file), load_file(two / head_file)
+    got = load_file(tmp_path / "soup" / head_file)
+    assert all(torch.allclose(got[k], 0.5 * (x[k] + y[k]), atol=1e-6) for k in x)
+    record = json.loads((tmp_path / "soup" / "interpolation.json").read_text())
+    assert record["kept"] == {} and record["interpolated"]["1"] == 2 * 4 + 2
+
+
+def test_the_other_defaults_to_the_runs_start(tiny_model_dir, tmp_path, capsys):
+    run = moved(tiny_model_dir, tmp_path, "run", seed=5)
+    (run / "config.yaml").write_text(f"model: {tiny_model_dir}\nseed: 1\n")
+    code, err = run_cli(capsys, run, "--weight", 0.5, "--out", tmp_path / "half")
+    assert code == 0, err
+    assert json.loads((tmp_path / "half" / "interpolation.json").read_text())["other"] == str(tiny_model_dir)
+
+
+def test_bad_requests_fail_clearly_and_write_nothing(tiny_model_dir, tmp_path, capsys):
+    run = moved(tiny_model_dir, tmp_path, "run", seed=6)
+    code, err = run_cli(capsys, run, "--weight", 0.5, "--out", tmp_path / "x")
+    assert code == 2 and "no config.yaml" in err and "name the other model" in err
+    code, err = run_cli(capsys, run, tiny_model_dir, "--weight", 1.5, "--out", tmp_path / "x")
+    assert code == 2 and "between 0 and 1" in err
+    code, err = run_cli(capsys, run, tiny_model_dir, "--weight", "nan", "--out", tmp_path / "x")
+    assert code == 2 and "between 0 and 1" in err
+    code, err = run_cli(capsys, run, tiny_model_dir, "--weight", 0.5, "--out", run)
+    assert code == 2 and "exists" in err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.partial").exists()
+
+
+def test_different_architectures_are_refused_by_name():
+    a = {"0.auto_model.w": torch.ones(2, 3), "0.auto_model.ids": torch.arange(3)}
+    with pytest.raises(ModelError, match=r"0\.auto_model\.w: \(2, 3\) in the model, \(3, 2\) in the other"):
+        interpolate_state(a, {"0.auto_model.w": torch.ones(3, 2), "0.auto_model.ids": torch.arange(3)}, 0.5)
+    with pytest.raises(ModelError, match="no encoder weight '0.auto_model.w'"):
+        interpolate_state(a, {"0.auto_model.ids": torch.arange(3)}, 0.5)
+    with pytest.raises(ModelError, match="integer buffer that differs"):
+        interpolate_state(a, {"0.auto_model.w": torch.ones(2, 3), "0.auto_model.ids": torch.arange(1, 4)}, 0.5)
+    mixed, done = interpolate_state({**a, "0.auto_model.h": torch.zeros(1, dtype=torch.float16)},
+                                    {**a, "0.auto_model.w": torch.zeros(2, 3),
+                                     "0.auto_model.h": torch.ones(1, dtype=torch.float16)}, 0.75)
+    assert torch.equal(mixed["0.auto_model.w"], torch.full((2, 3), 0.75))
+    assert mixed["0.auto_model.h"].dtype == torch.float16 and float(mixed["0.auto_model.h"]) == 0.25
+    assert done == {"interpolated": {"0": 2}, "kept": {}}
