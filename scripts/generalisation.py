@@ -1,12 +1,14 @@
 """Generalisation report: each variant trained once per seed, then scored on every data set at hand.
 
     python scripts/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
-        [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...]
+        [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...] [--soup NAME=A+B@W ...]
         [--only-data sample unseen nevir birco] [--nevir PATH] [--birco PATH] [key=value ...]
 
 Variants are scripts/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
 `base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
-of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`. Each
+of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`; `--soup
+NAME=A+B@W` adds a row that trains nothing: per seed, W of variant A's model and 1 - W of B's,
+weight by weight (`boolcl interpolate`; B may be base, the starting model). Each
 (variant, seed) is trained once into OUT/runs/<variant>-s<seed>/ and that checkpoint is
 evaluated on each data set:
 
@@ -65,6 +67,30 @@ def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] 
             raise ValueError(f"--variant {name}: that name is taken by scripts/ablation.py's variants; pick another")
         chosen[name] = overrides
     return chosen
+
+
+def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float]]:
+    """NAME=A+B@W -> (NAME, (A, B, W)): per seed, W of A's model and 1 - W of B's, weight by
+    weight (`boolcl interpolate`); A and B are variants of this report (B may be base)."""
+    name, sep, spec = text.partition("=")
+    mix, at, weight = spec.rpartition("@")
+    a, plus, b = mix.partition("+")
+    if not (sep and at and plus and name and a and b):
+        raise ValueError(f"--soup {text}: expected NAME=A+B@W, e.g. np-pairs=sp480+not_plus@0.5")
+    if name in variants or name in VARIANTS:
+        raise ValueError(f"--soup {name}: that name is taken by a variant; pick another")
+    for v in (a, b):
+        if v not in variants:
+            raise ValueError(f"--soup {text}: {v} is not a variant of this report ({', '.join(variants)})")
+    if variants[a] is None:
+        raise ValueError(f"--soup {text}: the first model must be a trained variant, not {a}")
+    try:
+        w = float(weight)
+    except ValueError:
+        w = float("nan")
+    if not 0.0 <= w <= 1.0:
+        raise ValueError(f"--soup {text}: W is A's share, between 0 and 1; got {weight}")
+    return name, (a, b, w)
 
 
 # ---------------------------------------------------------------- data sets
@@ -186,6 +212,27 @@ def train_once(name: str, seed: int, overrides: list[str], extra: list[str], fol
     return True
 
 
+def soup_once(name: str, seed: int, a: Path, b: str, weight: float, folder: Path, console) -> bool:
+    """Interpolate the seed's two models into `folder` unless it holds that mix of those very
+    weights (their files' digests are recorded); True when it mixed them."""
+    from boolcl.files import file_digest
+    from boolcl.retrieval.interpolate import interpolate_folders
+    from boolcl.retrieval.models import resolve
+
+    weights = [Path(resolve(str(m)).path) / "model.safetensors" for m in (a, b)]
+    record = {"soup": name, "seed": seed, "model": str(a), "other": b, "weight": weight,
+              "digests": [file_digest(w) if w.is_file() else None for w in weights]}
+    recorded = folder / RUN_FILE
+    if (folder / "modules.json").is_file() and recorded.is_file():
+        if json.loads(recorded.read_text(encoding="utf-8")) == record:
+            return False
+    console.rule(f"interpolate {folder.name}")
+    shutil.rmtree(folder, ignore_errors=True)
+    interpolate_folders(str(a), b, weight, folder)
+    recorded.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return True
+
+
 def evaluate_once(model: str, cfg, folder: Path, console) -> bool:
     """Score `model` on cfg.data into folder/results.json unless it is there; True when it evaluated."""
     from boolcl.evaluate.command import run_evaluate
@@ -280,6 +327,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
                     help=f"variants of scripts/ablation.py to train (known: {', '.join(VARIANTS)}); base is always in")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",
                     help="one more variant: overrides on top of recipe=not_plus_tiny (repeatable)")
+    ap.add_argument("--soup", action="append", default=[], metavar="NAME=A+B@W",
+                    help="one more row: per seed, W of variant A's model and 1-W of B's, weight by weight "
+                         "(boolcl interpolate; B may be base); repeatable")
     ap.add_argument("--only-data", nargs="+", metavar="DATA", help=f"evaluate on these only ({', '.join(DATASETS)})")
     ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
@@ -296,6 +346,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
         ap.error(f"--only-data: unknown {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     try:
         variants = resolve_variants(args.variants, args.variant)
+        args.soups = dict(parse_soup(text, variants) for text in args.soup)
     except ValueError as e:
         ap.error(str(e))
     return args, variants
@@ -321,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
 
     base_cfg = compose([RECIPE, *args.overrides])
     trained = [v for v in variants if variants[v] is not None]
-    plan = [(BASE, None)] + [(v, s) for s in args.seeds for v in trained]  # seed by seed: a partial report covers all
+    plan = [(BASE, None)] + [(v, s) for s in args.seeds for v in [*trained, *args.soups]]  # seed by seed
+    variants |= {soup: [] for soup in args.soups}  # rows of the tables, after the trained variants
     counts = {"trained": 0, "evaluated": 0, "kept": 0}
     for variant, seed in plan:
         name = run_name(variant, seed)
@@ -330,6 +382,14 @@ def main(argv: list[str] | None = None) -> int:
         if variant == BASE:
             model = str(base_cfg.model)
             eval_over = list(args.overrides)  # the embedding cache serves the base model on reruns
+        elif variant in args.soups:
+            a, b, weight = args.soups[variant]
+            other = str(base_cfg.model) if b == BASE else str(out / "runs" / run_name(b, seed))
+            if soup_once(variant, seed, out / "runs" / run_name(a, seed), other, weight, folder, console):
+                for ds in datasets:
+                    shutil.rmtree(out / ds.name / "runs" / name, ignore_errors=True)
+            model = str(folder)
+            eval_over = [*args.overrides, f"seed={seed}", "eval.cache=false"]
         else:
             if train_once(variant, seed, overrides, args.overrides, folder, console):
                 counts["trained"] += 1

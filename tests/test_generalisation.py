@@ -9,7 +9,9 @@ import pickle
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import load_script
+from safetensors.torch import load_file
 from rich.console import Console
 
 PAIRS = [  # doc1 answers q1, doc2 answers q2
@@ -60,6 +62,40 @@ def test_variant_option_parses_overrides_with_commas_in_values():
     assert args.overrides == ["train.max_steps=2", "train.lr=1e-4"] and args.seeds == [1, 2, 3]
 
 
+def test_soup_option_names_two_variants_and_a_share():
+    g = script_module()
+    args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
+                            "--soup", "mix=pairs+not_plus@0.5", "--soup", "back=pairs+base@0.7"])
+    assert args.soups == {"mix": ("pairs", "not_plus", 0.5), "back": ("pairs", "base", 0.7)}
+    for bad, said in (("mix=pairs+nothing@0.5", "nothing is not a variant"), ("mix=pairs+not_plus@1.5", "between 0 and 1"),
+                      ("mix=pairs+not_plus", "expected NAME=A+B@W"), ("not_plus=pairs+base@0.5", "name is taken"),
+                      ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1")):
+        with pytest.raises(SystemExit):
+            g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus", "--soup", bad])
+
+
+def test_a_soup_is_mixed_again_when_either_model_changed(tiny_model_dir, tmp_path):
+    from boolcl.retrieval.models import load_model
+
+    g = script_module()
+    a = tmp_path / "a"
+    model = load_model(str(tiny_model_dir))
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    model.save(str(a))
+    said = io.StringIO()
+    console = Console(file=said)
+    folder = tmp_path / "runs" / "mix-s1"
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), 0.5, folder, console) is True
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), 0.5, folder, console) is False  # kept
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), 0.25, folder, console) is True  # another share
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    model.save(str(a))  # A trained again
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), 0.25, folder, console) is True
+    assert json.loads((folder / "variant.json").read_text())["weight"] == 0.25
+
+
 def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):
     g = script_module()
     spec, why = g.unseen_set(tmp_path)
@@ -97,7 +133,7 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     birco = write_birco(tmp_path / "birco")
     args = ["--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
             "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
-            "train.scope.weight=0", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
+            "train.scope.weight=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
             "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
     monkeypatch.setenv("BOOLCL_NEVIR", str(tmp_path / "elsewhere"))  # --nevir wins over the variable
     monkeypatch.chdir(tmp_path)
@@ -112,17 +148,21 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     text = " ".join(stdout.split())
     assert f"nevir: skipped: no NevIR test split at {nevir}" in text  # absent: skipped, saying why
     assert not (out / "nevir").exists()
-    assert sorted(p.name for p in (out / "runs").iterdir()) == ["lean-s1", "paper-not-s1"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["lean-s1", "mix-s1", "paper-not-s1"]
+    weights = {r: load_file(out / "runs" / f"{r}-s1" / "model.safetensors") for r in ("lean", "paper-not", "mix")}
+    assert all(torch.allclose(v, 0.25 * weights["lean"][k] + 0.75 * weights["paper-not"][k], atol=1e-6)
+               for k, v in weights["mix"].items() if v.is_floating_point())
+    assert any(not torch.equal(v, weights["paper-not"][k]) for k, v in weights["lean"].items())  # two models
     recorded = json.loads((out / "runs" / "lean-s1" / "variant.json").read_text())
     assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0", "train.scope.weight=0"]
 
     for data in ("sample", "birco"):
         runs = sorted(p.name for p in (out / data / "runs").iterdir())
-        assert runs == ["base", "lean-s1", "paper-not-s1"]
+        assert runs == ["base", "lean-s1", "mix-s1", "paper-not-s1"]
         vs_base = json.loads((out / data / "compare" / "compare.json").read_text())
         vs_paper = json.loads((out / data / "compare-vs-paper" / "compare.json").read_text())
         assert vs_base["baseline"] == "base" and vs_paper["baseline"] == "paper-not-s1"  # one seed: its own name
-        assert list(vs_base["cells"]) == ["base", "paper-not-s1", "lean-s1"]
+        assert list(vs_base["cells"]) == ["base", "paper-not-s1", "lean-s1", "mix-s1"]
         assert all((out / data / folder / "compare.md").is_file() for folder in ("compare", "compare-vs-paper"))
         checked = 0
         for run in runs:  # the tables' figures are the runs' own
@@ -146,16 +186,17 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     # the data set now present: nothing trained again, the finished evaluations kept, only NevIR scored
     nevir.write_text(json.dumps(PAIRS), encoding="utf-8")
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*/results.json")}
-    assert len(stamps) == 6
+    assert len(stamps) == 8
     model_stamp = (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns
     code, stdout = command()
     assert code == 0, stdout[-3000:]
     assert "train lean" not in stdout and "training" not in stdout
     assert (out / "runs" / "lean-s1" / "model.safetensors").stat().st_mtime_ns == model_stamp
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
-    assert "0 trained, 3 evaluated, 6 evaluations kept" in " ".join(stdout.split())
+    assert "0 trained, 4 evaluated, 8 evaluations kept" in " ".join(stdout.split())
+    assert "interpolate mix" not in stdout  # the mix of the same two models is kept
     nevir_base = json.loads((out / "nevir" / "compare" / "compare.json").read_text())
-    for run in ("base", "paper-not-s1", "lean-s1"):
+    for run in ("base", "paper-not-s1", "lean-s1", "mix-s1"):
         results = json.loads((out / "nevir" / "runs" / run / "results.json").read_text())
         assert nevir_base["cells"][run]["PairedAcc"]["ALL"]["value"] == pytest.approx(
             100 * results["metrics"]["PairedAcc"]["ALL"]["value"])
@@ -172,7 +213,7 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     code, stdout = command()
     assert code == 0, stdout[-3000:]
     text = " ".join(stdout.split())
-    assert "scored at max length 128, now 256" in text and "0 trained, 1 evaluated, 8 evaluations kept" in text
+    assert "scored at max length 128, now 256" in text and "0 trained, 1 evaluated, 11 evaluations kept" in text
     assert length("nevir", "base") == 256
 
 
