@@ -71,7 +71,8 @@ def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] 
 
 def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float]]:
     """NAME=A+B@W -> (NAME, (A, B, W)): per seed, W of A's model and 1 - W of B's, weight by
-    weight (`boolcl interpolate`); A and B are variants of this report (B may be base)."""
+    weight (`boolcl interpolate`); A and B are variants of this report or soups named before
+    this one (B may be base)."""
     name, sep, spec = text.partition("=")
     mix, at, weight = spec.rpartition("@")
     a, plus, b = mix.partition("+")
@@ -346,7 +347,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
         ap.error(f"--only-data: unknown {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     try:
         variants = resolve_variants(args.variants, args.variant)
-        args.soups = dict(parse_soup(text, variants) for text in args.soup)
+        args.soups = {}
+        for text in args.soup:  # a soup may mix an earlier one (A+B, then that with base)
+            name, mix = parse_soup(text, variants | {soup: [] for soup in args.soups})
+            args.soups[name] = mix
     except ValueError as e:
         ap.error(str(e))
     return args, variants

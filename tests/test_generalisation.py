@@ -62,16 +62,18 @@ def test_variant_option_parses_overrides_with_commas_in_values():
     assert args.overrides == ["train.max_steps=2", "train.lr=1e-4"] and args.seeds == [1, 2, 3]
 
 
-def test_soup_option_names_two_variants_and_a_share():
+def test_soup_option_names_two_variants_and_a_share(capsys):
     g = script_module()
     args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
-                            "--soup", "mix=pairs+not_plus@0.5", "--soup", "back=pairs+base@0.7"])
-    assert args.soups == {"mix": ("pairs", "not_plus", 0.5), "back": ("pairs", "base", 0.7)}
+                            "--soup", "mix=pairs+not_plus@0.5", "--soup", "back=mix+base@0.7"])
+    assert args.soups == {"mix": ("pairs", "not_plus", 0.5), "back": ("mix", "base", 0.7)}  # a soup of a soup
     for bad, said in (("mix=pairs+nothing@0.5", "nothing is not a variant"), ("mix=pairs+not_plus@1.5", "between 0 and 1"),
                       ("mix=pairs+not_plus", "expected NAME=A+B@W"), ("not_plus=pairs+base@0.5", "name is taken"),
-                      ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1")):
+                      ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1"),
+                      ("mix=later+base@0.5", "later is not a variant")):
         with pytest.raises(SystemExit):
             g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus", "--soup", bad])
+        assert said in capsys.readouterr().err, bad
 
 
 def test_a_soup_is_mixed_again_when_either_model_changed(tiny_model_dir, tmp_path):
