@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
             "folder with interpolation.json. OTHER defaults to the model MODEL was trained from (its run's\n"
             "config.yaml). A scope head only MODEL has is kept as trained. Training on NOT questions moves\n"
             "the encoder off the topics of text it never saw; part of the way back gives much of that back\n"
-            "(docs/not_plus.md: 'Part of the way back'). Score it like any model: boolcl evaluate OUT data=...\n"
+            "(docs/not_plus.md: 'Two runs, one model'). Score it like any model: boolcl evaluate OUT data=...\n"
             "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 --out checkpoints/not_plus-w0.7")
     p.add_argument("model", help="the trained model (a run folder or any SentenceTransformer folder)")
     p.add_argument("other", nargs="?", help="the model to move towards (default: the one MODEL was trained from)")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import load_script
-from safetensors.torch import load_file
 from rich.console import Console
+from safetensors.torch import load_file
 
 PAIRS = [  # doc1 answers q1, doc2 answers q2
     {"id": "n1", "q1": "Which bird can fly?", "doc1": "The sparrow is a bird that can fly.",
@@ -67,7 +67,8 @@ def test_soup_option_names_two_variants_and_a_share(capsys):
     args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
                             "--soup", "mix=pairs+not_plus@0.5", "--soup", "back=mix+base@0.7"])
     assert args.soups == {"mix": ("pairs", "not_plus", 0.5), "back": ("mix", "base", 0.7)}  # a soup of a soup
-    for bad, said in (("mix=pairs+nothing@0.5", "nothing is not a variant"), ("mix=pairs+not_plus@1.5", "between 0 and 1"),
+    for bad, said in (("mix=pairs+nothing@0.5", "nothing is not a variant"),
+                      ("mix=pairs+not_plus@1.5", "between 0 and 1"),
                       ("mix=pairs+not_plus", "expected NAME=A+B@W"), ("not_plus=pairs+base@0.5", "name is taken"),
                       ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1"),
                       ("mix=later+base@0.5", "later is not a variant")):
@@ -135,7 +136,8 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     birco = write_birco(tmp_path / "birco")
     args = ["--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
             "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
-            "train.scope.weight=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco), "--nevir", str(nevir), f"model={tiny_model_dir}",
+            "train.scope.weight=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco),
+            "--nevir", str(nevir), f"model={tiny_model_dir}",
             "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
     monkeypatch.setenv("BOOLCL_NEVIR", str(tmp_path / "elsewhere"))  # --nevir wins over the variable
     monkeypatch.chdir(tmp_path)

@@ -2,10 +2,11 @@
 
 Continued training on NOT questions and negated statements teaches the encoder what they need
 and also moves it off the topics of text it was never shown (BIRCO's long arguments: see
-"Part of the way back" in docs/not_plus.md). Interpolating the trained weights with the
-starting model's (WiSE-FT: Wortsman et al., "Robust fine-tuning of zero-shot models", 2022)
-gives back much of what was lost for a part of what was learned, and costs no training: one
-run can be scored at several weights. `w` is the share of the first model (1: itself).
+"Two runs, one model" in docs/not_plus.md). Interpolating the trained weights with the
+starting model's (WiSE-FT: Wortsman et al., "Robust fine-tuning of zero-shot models", 2022),
+or with another run from the same start (a "model soup"), gives back much of what was lost for
+a part of what was learned, and costs no training: one run can be scored at several weights.
+`w` is the share of the first model (1: itself).
 
 Weights are matched by name module by module: the encoder (module 0) must have every weight of
 A in B with the same shape, or the two are not one architecture; a later module that only A
