@@ -4,6 +4,9 @@ Every file boolcl writes goes through `atomic_write_bytes`: a temporary file in 
 folder, flushed to disk, renamed over the target. A reader sees the old file or the new
 one, never a torn one, also across processes.
 
+A folder that must be whole to be used (a model) is written by `new_folder`: into
+`<out>.partial`, renamed to `out` when complete, so a reader never finds half of one.
+
 `check_writable` is the pre-flight every stage runs before its compute: an output folder
 that cannot be written, or lacks room, fails in a second instead of after hours.
 """
@@ -14,6 +17,7 @@ import io
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from boolcl.errors import ConfigError
@@ -49,6 +53,23 @@ def atomic_save_npy(path: str | os.PathLike, array) -> None:
     buf = io.BytesIO()
     np.save(buf, array)
     atomic_write_bytes(path, buf.getvalue())
+
+
+@contextmanager
+def new_folder(out: str | os.PathLike):
+    """Yield `<out>.partial` (not yet created) to fill; it becomes `out` when the block ends and
+    is removed if the block raises. An `out` that exists is refused, never overwritten."""
+    out = Path(out)
+    if out.exists():
+        raise ConfigError(f"{out} exists; choose another folder")
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)  # left by a killed earlier attempt
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    partial.rename(out)
 
 
 def file_digest(path: str | os.PathLike, make=hashlib.sha256) -> str:

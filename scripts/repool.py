@@ -19,6 +19,7 @@ import math
 import shutil
 from pathlib import Path
 
+from boolcl.files import new_folder
 from boolcl.pooling import MODES, check_mode
 
 SCOPE_TYPE = "boolcl.pooling.ScopePooling"
@@ -46,14 +47,12 @@ def repool(src: Path, out: Path, mode: str | None = None, drop: float | None = N
         raise SystemExit(f"{src}: this model has no scope head ({SCOPE_TYPE} is not in its modules.json)")
     if out.exists():
         raise SystemExit(f"{out} exists; choose another folder")
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(src, partial)
-    config = partial / heads[0]["path"] / "config.json"
-    settings = json.loads(config.read_text())
-    settings |= {k: v for k, v in (("mode", mode), ("drop", drop), ("shift", shift)) if v is not None}
-    config.write_text(json.dumps(settings, indent=4) + "\n")
-    partial.rename(out)
+    with new_folder(out) as partial:
+        shutil.copytree(src, partial)
+        config = partial / heads[0]["path"] / "config.json"
+        settings = json.loads(config.read_text())
+        settings |= {k: v for k, v in (("mode", mode), ("drop", drop), ("shift", shift)) if v is not None}
+        config.write_text(json.dumps(settings, indent=4) + "\n")
     return out / heads[0]["path"] / "config.json"
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import torch
 
 from boolcl.errors import ModelError
+from boolcl.files import new_folder
 
 RECORD = "interpolation.json"
 
@@ -102,7 +102,7 @@ def interpolate_folders(run: str, other: str | None, weight: float, out: Path) -
 
     weight = check_weight(weight)
     out = Path(out)
-    if out.exists():
+    if out.exists():  # before minutes of loading; new_folder checks again
         raise ModelError(f"{out} exists; choose another folder")
     other = other or start_spec(Path(run))
     model = load_model(run)
@@ -111,12 +111,10 @@ def interpolate_folders(run: str, other: str | None, weight: float, out: Path) -
               "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)}}
     record |= interpolate_model(model, start.state_dict(), weight, names=(run, other))
     record["fingerprints"]["result"] = fingerprint(model)
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.save(str(partial), create_model_card=False)
-    (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
-    (partial / "README.md").write_text(
-        f"# {out.name}\n\n{weight:g} of `{run}` and {1 - weight:g} of `{other}`, weight by weight "
-        f"(`boolcl interpolate`); {RECORD} lists what was mixed.\n")
-    partial.rename(out)
+    with new_folder(out) as partial:
+        model.save(str(partial), create_model_card=False)
+        (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        (partial / "README.md").write_text(
+            f"# {out.name}\n\n{weight:g} of `{run}` and {1 - weight:g} of `{other}`, weight by weight "
+            f"(`boolcl interpolate`); {RECORD} lists what was mixed.\n")
     return record
