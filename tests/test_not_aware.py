@@ -378,6 +378,24 @@ def test_written_negation_pairs_join_the_mix_and_train(tiny_model_dir, not_pool,
     assert {it.query.rstrip("?") for it in data.items if it.question_type == "simple"} <= set(data.practice.keeps)
 
 
+def test_pairs_all_past_the_cut_stop_the_run_naming_the_length(tiny_model_dir, not_pool, tmp_path):
+    from conftest import dump_jsonl
+
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.loop import build_data
+
+    long = " ".join(["The valley was green and the river ran wide."] * 6)
+    pairs = dump_jsonl(tmp_path / "pairs.jsonl", [
+        {"id": f"p{i}", "q1": "Did it rain?", "doc1": f"{long} It rained {i}.", "q2": "Did it stay dry?",
+         "doc2": f"{long} It did not rain {i}."} for i in range(2)])
+    for spread in ("false", "true"):
+        cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "x", "train.negation.pairs=2", "train.max_length=16",
+                       f"train.negation.source={pairs}", f"train.negation.spread={spread}",
+                       "train.decomposition.weight=0", "train.retention.weight=0")
+        with pytest.raises(ConfigError, match=r"no minimal pair is left.*2 read from .*pairs\.jsonl.*max_length=16"):
+            build_data(cfg, load_model(str(tiny_model_dir)), 2, None, None)
+
+
 def test_spread_pairs_come_once_per_run_and_resume_exactly(tiny_model_dir, not_pool, tmp_path):
     """train.negation.spread: each pair in one epoch only, every other item in every epoch; the
     steps count one part per epoch, and a resume in the second epoch lands on the same weights."""

@@ -135,6 +135,12 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
         mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs, "source": source,
                            "cut_off": (len(read) - len(extra)) // 2}
         items = items + extra
+    if t.negation.pairs and not mix["negation"]["pairs"]:  # asked for, none left: say so, not train without
+        cut = mix["negation"].get("cut_off")
+        raise ConfigError(f"train.negation.pairs={t.negation.pairs}: no minimal pair is left to train on"
+                          + (f" ({cut} read from {mix['negation']['source']}, all with passages that differ only "
+                             f"past train.max_length={t.max_length})" if cut else
+                             " (no passage of the mix has a sentence the rules can negate)"))
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
                        pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
                        decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0,
