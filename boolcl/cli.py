@@ -111,13 +111,15 @@ def cmd_explain(args) -> int:
 
 
 def cmd_interpolate(args) -> int:
-    from boolcl.retrieval.interpolate import interpolate_folders
+    from boolcl.retrieval.interpolate import Shares, interpolate_folders, parse_parts
 
-    record = interpolate_folders(args.model, args.other, args.weight, Path(args.out))
+    shares = Shares(args.weight, parse_parts(args.part))
+    record = interpolate_folders(args.model, args.other, shares, Path(args.out))
     mixed = ", ".join(f"module {m}: {n}" for m, n in record["interpolated"].items())
     kept = ", ".join(f"module {m}: {n}" for m, n in record["kept"].items())
+    parts = "".join(f"; {n} at {shares.parts[p]:g} ({p})" for p, n in record.get("by_part", {}).items())
     console.print(f"[green]saved[/] {args.out}: {record['weight']:g} of {record['model']} and "
-                  f"{1 - record['weight']:g} of {record['other']} (weights mixed: {mixed}"
+                  f"{1 - record['weight']:g} of {record['other']}{parts} (weights mixed: {mixed}"
                   + (f"; kept as the model has them: {kept}" if kept else "") + ")")
     return 0
 
@@ -196,10 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
             "config.yaml). A scope head only MODEL has is kept as trained. Training on NOT questions moves\n"
             "the encoder off the topics of text it never saw; part of the way back gives much of that back\n"
             "(docs/not_plus.md: 'Two runs, one model'). Score it like any model: boolcl evaluate OUT data=...\n"
-            "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 --out checkpoints/not_plus-w0.7")
+            "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 --out checkpoints/not_plus-w0.7\n"
+            "By part: boolcl interpolate A B --weight 0.4 --part embeddings=1 --part layers:0-2=1 --part head=0.6 --out AB")
     p.add_argument("model", help="the trained model (a run folder or any SentenceTransformer folder)")
     p.add_argument("other", nargs="?", help="the model to move towards (default: the one MODEL was trained from)")
     p.add_argument("--weight", type=float, required=True, help="MODEL's share, 0..1 (1: MODEL itself)")
+    p.add_argument("--part", action="append", default=[], metavar="PART=W",
+                   help="a share of its own for a part: embeddings, head (the modules after the encoder), "
+                        "layers:A-B or layers:A (counted from 0); repeatable, e.g. --part layers:0-2=1 --part head=0.6")
     p.add_argument("--out", required=True, help="the new model folder (must not exist)")
 
     p = add("config", "print the resolved config for a recipe and overrides", cmd_config)

@@ -8,7 +8,9 @@ Variants are scripts/ablation.py's (`recipe=not_plus_tiny` with some additions s
 `base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
 of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`; `--soup
 NAME=A+B@W` adds a row that trains nothing: per seed, W of variant A's model and 1 - W of B's,
-weight by weight (`boolcl interpolate`; B may be base, the starting model). Each
+weight by weight (`boolcl interpolate`; B may be base, the starting model), and `--soup
+NAME=A+B@W,PART=W,...` gives parts of the model shares of their own (`boolcl interpolate
+--part`: embeddings, head, layers:A-B), e.g. `lay=sp480+not_plus@0.4,embeddings=1,layers:0-2=1,head=0.6`. Each
 (variant, seed) is trained once into OUT/runs/<variant>-s<seed>/ and that checkpoint is
 evaluated on each data set:
 
@@ -38,9 +40,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablation import RECIPE, VARIANTS, parse_variant, run_config  # noqa: E402
+
+if TYPE_CHECKING:
+    from boolcl.retrieval.interpolate import Shares
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -69,12 +75,17 @@ def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] 
     return chosen
 
 
-def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float]]:
-    """NAME=A+B@W -> (NAME, (A, B, W)): per seed, W of A's model and 1 - W of B's, weight by
-    weight (`boolcl interpolate`); A and B are variants of this report or soups named before
-    this one (B may be base)."""
+def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float | Shares]]:
+    """NAME=A+B@W[,PART=W...] -> (NAME, (A, B, W)): per seed, W of A's model and 1 - W of B's,
+    weight by weight (`boolcl interpolate`), or with parts (embeddings, head, layers:A-B) at
+    shares of their own (W is then a `Shares`); A and B are variants of this report or soups
+    named before this one (B may be base)."""
+    from boolcl.errors import ModelError
+    from boolcl.retrieval.interpolate import Shares, parse_parts
+
     name, sep, spec = text.partition("=")
-    mix, at, weight = spec.rpartition("@")
+    mix, at, shares = spec.rpartition("@")
+    weight, *parts = shares.split(",")
     a, plus, b = mix.partition("+")
     if not (sep and at and plus and name and a and b):
         raise ValueError(f"--soup {text}: expected NAME=A+B@W, e.g. np-pairs=sp480+not_plus@0.5")
@@ -91,6 +102,11 @@ def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float]]:
         w = float("nan")
     if not 0.0 <= w <= 1.0:
         raise ValueError(f"--soup {text}: W is A's share, between 0 and 1; got {weight}")
+    if parts:
+        try:
+            return name, (a, b, Shares(w, parse_parts(parts)))
+        except ModelError as err:
+            raise ValueError(f"--soup {text}: {err}") from None
     return name, (a, b, w)
 
 
@@ -213,15 +229,16 @@ def train_once(name: str, seed: int, overrides: list[str], extra: list[str], fol
     return True
 
 
-def soup_once(name: str, seed: int, a: Path, b: str, weight: float, folder: Path, console) -> bool:
+def soup_once(name: str, seed: int, a: Path, b: str, weight: float | Shares, folder: Path, console) -> bool:
     """Interpolate the seed's two models into `folder` unless it holds that mix of those very
     weights (their files' digests are recorded); True when it mixed them."""
     from boolcl.files import file_digest
-    from boolcl.retrieval.interpolate import interpolate_folders
+    from boolcl.retrieval.interpolate import Shares, interpolate_folders
     from boolcl.retrieval.models import resolve
 
     weights = [Path(resolve(str(m)).path) / "model.safetensors" for m in (a, b)]
-    record = {"soup": name, "seed": seed, "model": str(a), "other": b, "weight": weight,
+    shares = {"weight": weight.default, "parts": weight.parts} if isinstance(weight, Shares) else {"weight": weight}
+    record = {"soup": name, "seed": seed, "model": str(a), "other": b, **shares,
               "digests": [file_digest(w) if w.is_file() else None for w in weights]}
     recorded = folder / RUN_FILE
     if (folder / "modules.json").is_file() and recorded.is_file():
@@ -328,9 +345,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
                     help=f"variants of scripts/ablation.py to train (known: {', '.join(VARIANTS)}); base is always in")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",
                     help="one more variant: overrides on top of recipe=not_plus_tiny (repeatable)")
-    ap.add_argument("--soup", action="append", default=[], metavar="NAME=A+B@W",
+    ap.add_argument("--soup", action="append", default=[], metavar="NAME=A+B@W[,PART=W...]",
                     help="one more row: per seed, W of variant A's model and 1-W of B's, weight by weight "
-                         "(boolcl interpolate; B may be base); repeatable")
+                         "(boolcl interpolate; B may be base), parts at shares of their own after the commas "
+                         "(embeddings=W, head=W, layers:A-B=W); repeatable")
     ap.add_argument("--only-data", nargs="+", metavar="DATA", help=f"evaluate on these only ({', '.join(DATASETS)})")
     ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")

@@ -71,13 +71,26 @@ def test_soup_option_names_two_variants_and_a_share(capsys):
                       ("mix=pairs+not_plus@1.5", "between 0 and 1"),
                       ("mix=pairs+not_plus", "expected NAME=A+B@W"), ("not_plus=pairs+base@0.5", "name is taken"),
                       ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1"),
-                      ("mix=later+base@0.5", "later is not a variant")):
+                      ("mix=later+base@0.5", "later is not a variant"),
+                      ("mix=pairs+base@0.5,layers:0=2", "between 0 and 1"),
+                      ("mix=pairs+base@0.5,layer:0=1", "a part is embeddings, head")):
         with pytest.raises(SystemExit):
             g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus", "--soup", bad])
         assert said in capsys.readouterr().err, bad
 
 
+def test_a_soup_may_give_parts_shares_of_their_own():
+    from boolcl.retrieval.interpolate import Shares
+
+    g = script_module()
+    args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
+                            "--soup", "lay=pairs+not_plus@0.4,embeddings=1,layers:0-2=1,head=0.6"])
+    assert args.soups == {"lay": ("pairs", "not_plus", Shares(0.4, {"embeddings": 1.0, "layers:0-2": 1.0,
+                                                                      "head": 0.6}))}
+
+
 def test_a_soup_is_mixed_again_when_either_model_changed(tiny_model_dir, tmp_path):
+    from boolcl.retrieval.interpolate import Shares
     from boolcl.retrieval.models import load_model
 
     g = script_module()
@@ -97,6 +110,11 @@ def test_a_soup_is_mixed_again_when_either_model_changed(tiny_model_dir, tmp_pat
     model.save(str(a))  # A trained again
     assert g.soup_once("mix", 1, a, str(tiny_model_dir), 0.25, folder, console) is True
     assert json.loads((folder / "variant.json").read_text())["weight"] == 0.25
+    by_part = Shares(0.25, {"layers:1": 1.0})
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), by_part, folder, console) is True  # another mix
+    assert g.soup_once("mix", 1, a, str(tiny_model_dir), by_part, folder, console) is False
+    assert json.loads((folder / "variant.json").read_text())["parts"] == {"layers:1": 1.0}
+    assert json.loads((folder / "interpolation.json").read_text())["by_part"]["layers:1"] > 0
 
 
 def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):

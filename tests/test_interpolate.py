@@ -1,5 +1,6 @@
 """boolcl interpolate: a model part of the way back to its start, weight by weight."""
 import json
+import re
 
 import pytest
 import torch
@@ -116,3 +117,50 @@ def test_different_architectures_are_refused_by_name():
     assert torch.equal(mixed["0.auto_model.w"], torch.full((2, 3), 0.75))
     assert mixed["0.auto_model.h"].dtype == torch.float16 and float(mixed["0.auto_model.h"]) == 0.25
     assert done == {"interpolated": {"0": 2}, "kept": {}}
+
+
+def test_parts_take_shares_of_their_own(tiny_model_dir, tmp_path, capsys):
+    one = moved(tiny_model_dir, tmp_path, "one", seed=7, head=True)
+    two = moved(tiny_model_dir, tmp_path, "two", seed=8, head=True)
+    code, err = run_cli(capsys, one, two, "--weight", 0.25, "--part", "layers:1=1", "--part", "embeddings=0",
+                        "--part", "head=0.5", "--out", tmp_path / "parts")
+    assert code == 0, err
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    got = load_file(tmp_path / "parts" / "model.safetensors")
+    counts = {"layer 1": 0, "embeddings": 0, "rest": 0}
+    for key, x in a.items():  # by hand: which share each weight should have, from its name alone
+        if not x.is_floating_point():
+            continue
+        name = "." + key  # the file's names start at the encoder's own (embeddings., encoder.layer.N.)
+        if ".encoder.layer.1." in name:
+            share, counts["layer 1"] = 1.0, counts["layer 1"] + 1
+        elif ".embeddings." in name:
+            share, counts["embeddings"] = 0.0, counts["embeddings"] + 1
+        else:
+            share, counts["rest"] = 0.25, counts["rest"] + 1
+        assert torch.allclose(got[key], share * x + (1 - share) * b[key], atol=1e-6), key
+    assert all(counts.values())  # each kind of weight was there to check
+    head_file = "1_ScopePooling/model.safetensors"
+    x, y, h = (load_file(m / head_file) for m in (one, two, tmp_path / "parts"))
+    assert all(torch.allclose(h[k], 0.5 * (x[k] + y[k]), atol=1e-6) for k in x)
+    record = json.loads((tmp_path / "parts" / "interpolation.json").read_text())
+    assert record["parts"] == {"layers:1": 1.0, "embeddings": 0.0, "head": 0.5}
+    assert record["by_part"] == {"layers:1": counts["layer 1"], "embeddings": counts["embeddings"], "head": 2 * 4 + 2}
+    assert "(layers:1)" in err and "(head)" in err
+
+
+@pytest.mark.parametrize("parts, message", [
+    (["layers:2=1"], r"layers:2: no weight of .* is in that part \(its layers: 0-1\)"),
+    (["layers:0-1=1", "layers:1=0"], "layer 1 is in both layers:0-1 and layers:1"),
+    (["layer:0=1"], "a part is embeddings, head, layers:A-B or layers:A"),
+    (["head=x"], "expected PART=W"),
+    (["head=1.5"], "between 0 and 1"),
+    (["layers:1-0=1"], "runs backwards"),
+    (["head=1", "head=0"], "head is given twice"),
+])
+def test_bad_parts_fail_clearly_and_write_nothing(tiny_model_dir, tmp_path, capsys, parts, message):
+    one = moved(tiny_model_dir, tmp_path, "one", seed=9)
+    code, err = run_cli(capsys, one, tiny_model_dir, "--weight", 0.5,
+                        *[a for p in parts for a in ("--part", p)], "--out", tmp_path / "x")
+    assert code == 2 and re.search(message, " ".join(err.split())), err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.partial").exists()

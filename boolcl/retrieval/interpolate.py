@@ -12,11 +12,20 @@ Weights are matched by name module by module: the encoder (module 0) must have e
 A in B with the same shape, or the two are not one architecture; a later module that only A
 has (the scope head, when B is the start) stays as A has it, and one both have (two runs from
 one start) is interpolated too. Integer buffers must agree; they are not averaged.
+
+A part of the model may take a share of its own (`Shares`): the embeddings, a range of the
+transformer's layers, or the head (every module after the encoder). Two runs that differ by
+one kind of training need not give it back evenly: on `sp480` and `not_plus` (seed 1), the
+pairs' lower layers with 0.4 of their upper ones kept NevIR where a plain 0.7 soup has it and
+lost a point less of ArguAna (docs/not_plus.md: "By layer").
 """
 from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -38,15 +47,98 @@ def module_of(name: str) -> str:
     return name.split(".", 1)[0]
 
 
+_PART = re.compile(r"^(embeddings|head|layers:(\d+)(?:-(\d+))?)$")
+_LAYER = re.compile(r"\.layer\.(\d+)\.")  # BERT's encoder.layer.N. and DistilBERT's transformer.layer.N.
+
+
+def part_of(name: str) -> tuple[str, int | None]:
+    """What part of a SentenceTransformer a weight is in: ('head', None) after the encoder,
+    ('embeddings', None), ('layers', N) for transformer layer N, ('other', None) for the rest
+    (a pooler, a final norm)."""
+    if module_of(name) != "0":
+        return "head", None
+    if ".embeddings." in name:
+        return "embeddings", None
+    m = _LAYER.search(name)
+    return ("layers", int(m.group(1))) if m else ("other", None)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """The first model's share of each weight: `default`, or that of the part it is in
+    (`parts`: 'embeddings', 'head', 'layers:A-B' or 'layers:A', each to a share)."""
+
+    default: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_weight(self.default)
+        for part, w in self.parts.items():
+            if not _PART.match(part):
+                raise ModelError(f"{part!r}: a part is embeddings, head, layers:A-B or layers:A (layers counted from 0)")
+            check_weight(w)
+        seen: dict[int, str] = {}
+        for part in self.parts:
+            for n in self._layers(part):
+                if n in seen:
+                    raise ModelError(f"layer {n} is in both {seen[n]} and {part}: give each layer one share")
+                seen[n] = part
+
+    @staticmethod
+    def _layers(part: str) -> range:
+        m = _PART.match(part)
+        if not m or not m.group(2):
+            return range(0)
+        lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
+        if hi < lo:
+            raise ModelError(f"{part}: the range runs backwards")
+        return range(lo, hi + 1)
+
+    def part(self, name: str) -> str | None:
+        """The named part a weight falls in, None when it takes the default."""
+        kind, n = part_of(name)
+        if kind in ("embeddings", "head"):
+            return kind if kind in self.parts else None
+        if kind == "layers":
+            return next((p for p in self.parts if n in self._layers(p)), None)
+        return None
+
+    def of(self, name: str) -> float:
+        part = self.part(name)
+        return self.default if part is None else self.parts[part]
+
+    def describe(self) -> str:
+        return ", ".join([f"{self.default:g} by default"] + [f"{w:g} in {p}" for p, w in self.parts.items()])
+
+
+def parse_parts(items: Sequence[str]) -> dict[str, float]:
+    """['layers:0-2=1', 'head=0.6'] -> {'layers:0-2': 1.0, 'head': 0.6}; a bad item names itself."""
+    parts: dict[str, float] = {}
+    for item in items:
+        part, eq, value = item.partition("=")
+        try:
+            w = float(value) if eq else None
+        except ValueError:
+            w = None
+        if w is None:
+            raise ModelError(f"{item!r}: expected PART=W, e.g. layers:0-2=1 or head=0.6")
+        if part in parts:
+            raise ModelError(f"{part} is given twice")
+        parts[part] = w
+    return parts
+
+
 @torch.no_grad()
-def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], weight: float,
+def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], weight: float | Shares,
                       names: tuple[str, str] = ("the model", "the other")) -> tuple[dict, dict]:
-    """`a`'s tensors, each floating one w·a + (1 − w)·b where `b` has it; what was done, by module.
+    """`a`'s tensors, each floating one w·a + (1 − w)·b where `b` has it (w: `weight`, or the share
+    of the part the tensor is in); what was done, by module (and by part, when parts have shares).
 
     Computed in float32 and cast back to `a`'s dtype, so a half-precision model gets no coarser
     mix than its own rounding."""
-    weight = check_weight(weight)
+    shares = weight if isinstance(weight, Shares) else Shares(check_weight(weight))
     out, done = {}, {"interpolated": {}, "kept": {}}
+    by_part = {p: 0 for p in shares.parts}
     for key, x in a.items():
         y = b.get(key)
         module = module_of(key)
@@ -65,15 +157,26 @@ def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], we
                 raise ModelError(f"{key}: an integer buffer that differs between {names[0]} and {names[1]}")
             out[key] = x
             continue
-        mixed = weight * x.float() + (1.0 - weight) * y.to(x.device).float()
+        part = shares.part(key)
+        w = shares.default if part is None else shares.parts[part]
+        if part is not None:
+            by_part[part] += 1
+        mixed = w * x.float() + (1.0 - w) * y.to(x.device).float()
         out[key] = mixed.to(x.dtype)
         done["interpolated"][module] = done["interpolated"].get(module, 0) + 1
     if "0" not in done["interpolated"]:
         raise ModelError(f"{names[0]} has no encoder weights to interpolate")
+    empty = [p for p, n in by_part.items() if not n]
+    if empty:  # a share the user gave that changed nothing: say so rather than mix the default
+        layers = sorted({part_of(k)[1] for k in a if part_of(k)[0] == "layers"})
+        raise ModelError(f"{', '.join(empty)}: no weight of {names[0]} both models have is in that part"
+                         + (f" (its layers: {layers[0]}-{layers[-1]})" if layers else " (it has no numbered layers)"))
+    if shares.parts:
+        done["by_part"] = by_part
     return out, done
 
 
-def interpolate_model(model, other_state: dict[str, torch.Tensor], weight: float,
+def interpolate_model(model, other_state: dict[str, torch.Tensor], weight: float | Shares,
                       names: tuple[str, str] = ("the model", "the other")) -> dict:
     """Set `model`'s weights (a SentenceTransformer) to w·its own + (1 − w)·`other_state`, in place."""
     mixed, done = interpolate_state(model.state_dict(), other_state, weight, names)
@@ -94,27 +197,27 @@ def start_spec(run: Path) -> str:
     return str(spec)
 
 
-def interpolate_folders(run: str, other: str | None, weight: float, out: Path) -> dict:
+def interpolate_folders(run: str, other: str | None, weight: float | Shares, out: Path) -> dict:
     """Write to `out` the model `run` moved `1 − weight` of the way to `other` (default: the model
-    `run` was trained from), with `interpolation.json` saying what was mixed. `out` appears whole or
-    not at all (written as `<out>.partial`, then renamed)."""
+    `run` was trained from; `weight` may give parts shares of their own), with `interpolation.json`
+    saying what was mixed. `out` appears whole or not at all (written as `<out>.partial`, then renamed)."""
     from boolcl.retrieval.models import fingerprint, load_model
 
-    weight = check_weight(weight)
+    shares = weight if isinstance(weight, Shares) else Shares(check_weight(weight))
     out = Path(out)
     if out.exists():  # before minutes of loading; new_folder checks again
         raise ModelError(f"{out} exists; choose another folder")
     other = other or start_spec(Path(run))
     model = load_model(run)
     start = load_model(other)
-    record = {"model": run, "other": other, "weight": weight,
+    record = {"model": run, "other": other, "weight": shares.default, **({"parts": shares.parts} if shares.parts else {}),
               "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)}}
-    record |= interpolate_model(model, start.state_dict(), weight, names=(run, other))
+    record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
     record["fingerprints"]["result"] = fingerprint(model)
     with new_folder(out) as partial:
         model.save(str(partial), create_model_card=False)
         (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         (partial / "README.md").write_text(
-            f"# {out.name}\n\n{weight:g} of `{run}` and {1 - weight:g} of `{other}`, weight by weight "
-            f"(`boolcl interpolate`); {RECORD} lists what was mixed.\n")
+            f"# {out.name}\n\n`{run}` and `{other}`, weight by weight (`boolcl interpolate`), the first's "
+            f"share {shares.describe()}; {RECORD} lists what was mixed.\n")
     return record
