@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the encoder off the topics of text it never saw; part of the way back gives much of that back\n"
             "(docs/not_plus.md: 'Two runs, one model'). Score it like any model: boolcl evaluate OUT data=...\n"
             "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 --out checkpoints/not_plus-w0.7\n"
-            "By part: boolcl interpolate A B --weight 0.4 --part embeddings=1 --part layers:0-2=1 --part head=0.6 --out AB")
+            "By part: boolcl interpolate A B --weight 0.4 --part layers:0-2=1 --part head=0.6 --out AB")
     p.add_argument("model", help="the trained model (a run folder or any SentenceTransformer folder)")
     p.add_argument("other", nargs="?", help="the model to move towards (default: the one MODEL was trained from)")
     p.add_argument("--weight", type=float, required=True, help="MODEL's share, 0..1 (1: MODEL itself)")

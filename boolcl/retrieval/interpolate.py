@@ -14,10 +14,9 @@ has (the scope head, when B is the start) stays as A has it, and one both have (
 one start) is interpolated too. Integer buffers must agree; they are not averaged.
 
 A part of the model may take a share of its own (`Shares`): the embeddings, a range of the
-transformer's layers, or the head (every module after the encoder). Two runs that differ by
-one kind of training need not give it back evenly: on `sp480` and `not_plus` (seed 1), the
-pairs' lower layers with 0.4 of their upper ones kept NevIR where a plain 0.7 soup has it and
-lost a point less of ArguAna (docs/not_plus.md: "By layer").
+transformer's layers, or the head (every module after the encoder): what one kind of training
+taught and what it cost need not sit in the same layers (docs/not_plus.md: "By layer" has what
+that found on the NOT-aware recipe).
 """
 from __future__ import annotations
 
@@ -75,7 +74,8 @@ class Shares:
         check_weight(self.default)
         for part, w in self.parts.items():
             if not _PART.match(part):
-                raise ModelError(f"{part!r}: a part is embeddings, head, layers:A-B or layers:A (layers counted from 0)")
+                raise ModelError(f"{part!r}: a part is embeddings, head, layers:A-B or layers:A "
+                                 "(layers counted from 0)")
             check_weight(w)
         seen: dict[int, str] = {}
         for part in self.parts:
@@ -102,10 +102,6 @@ class Shares:
         if kind == "layers":
             return next((p for p in self.parts if n in self._layers(p)), None)
         return None
-
-    def of(self, name: str) -> float:
-        part = self.part(name)
-        return self.default if part is None else self.parts[part]
 
     def describe(self) -> str:
         return ", ".join([f"{self.default:g} by default"] + [f"{w:g} in {p}" for p, w in self.parts.items()])
@@ -210,7 +206,8 @@ def interpolate_folders(run: str, other: str | None, weight: float | Shares, out
     other = other or start_spec(Path(run))
     model = load_model(run)
     start = load_model(other)
-    record = {"model": run, "other": other, "weight": shares.default, **({"parts": shares.parts} if shares.parts else {}),
+    record = {"model": run, "other": other, "weight": shares.default,
+              **({"parts": shares.parts} if shares.parts else {}),
               "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)}}
     record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
     record["fingerprints"]["result"] = fingerprint(model)
