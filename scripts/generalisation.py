@@ -237,8 +237,7 @@ def soup_once(name: str, seed: int, a: Path, b: str, weight: float | Shares, fol
     from boolcl.retrieval.models import resolve
 
     weights = [Path(resolve(str(m)).path) / "model.safetensors" for m in (a, b)]
-    shares = {"weight": weight.default, "parts": weight.parts} if isinstance(weight, Shares) else {"weight": weight}
-    record = {"soup": name, "seed": seed, "model": str(a), "other": b, **shares,
+    record = {"soup": name, "seed": seed, "model": str(a), "other": b, **Shares.of(weight).as_record(),
               "digests": [file_digest(w) if w.is_file() else None for w in weights]}
     recorded = folder / RUN_FILE
     if (folder / "modules.json").is_file() and recorded.is_file():

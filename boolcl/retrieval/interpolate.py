@@ -103,6 +103,15 @@ class Shares:
             return next((p for p in self.parts if n in self._layers(p)), None)
         return None
 
+    @classmethod
+    def of(cls, weight: float | Shares) -> Shares:
+        """`weight` as Shares: a plain share applies to every weight."""
+        return weight if isinstance(weight, Shares) else cls(check_weight(weight))
+
+    def as_record(self) -> dict:
+        """What interpolation.json and a report's soup record say of the shares."""
+        return {"weight": self.default, **({"parts": self.parts} if self.parts else {})}
+
     def describe(self) -> str:
         return ", ".join([f"{self.default:g} by default"] + [f"{w:g} in {p}" for p, w in self.parts.items()])
 
@@ -132,7 +141,7 @@ def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], we
 
     Computed in float32 and cast back to `a`'s dtype, so a half-precision model gets no coarser
     mix than its own rounding."""
-    shares = weight if isinstance(weight, Shares) else Shares(check_weight(weight))
+    shares = Shares.of(weight)
     out, done = {}, {"interpolated": {}, "kept": {}}
     by_part = {p: 0 for p in shares.parts}
     for key, x in a.items():
@@ -164,7 +173,7 @@ def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], we
         raise ModelError(f"{names[0]} has no encoder weights to interpolate")
     empty = [p for p, n in by_part.items() if not n]
     if empty:  # a share the user gave that changed nothing: say so rather than mix the default
-        layers = sorted({part_of(k)[1] for k in a if part_of(k)[0] == "layers"})
+        layers = sorted({n for kind, n in map(part_of, a) if kind == "layers"})
         raise ModelError(f"{', '.join(empty)}: no weight of {names[0]} both models have is in that part"
                          + (f" (its layers: {layers[0]}-{layers[-1]})" if layers else " (it has no numbered layers)"))
     if shares.parts:
@@ -199,15 +208,14 @@ def interpolate_folders(run: str, other: str | None, weight: float | Shares, out
     saying what was mixed. `out` appears whole or not at all (written as `<out>.partial`, then renamed)."""
     from boolcl.retrieval.models import fingerprint, load_model
 
-    shares = weight if isinstance(weight, Shares) else Shares(check_weight(weight))
+    shares = Shares.of(weight)
     out = Path(out)
     if out.exists():  # before minutes of loading; new_folder checks again
         raise ModelError(f"{out} exists; choose another folder")
     other = other or start_spec(Path(run))
     model = load_model(run)
     start = load_model(other)
-    record = {"model": run, "other": other, "weight": shares.default,
-              **({"parts": shares.parts} if shares.parts else {}),
+    record = {"model": run, "other": other, **shares.as_record(),
               "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)}}
     record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
     record["fingerprints"]["result"] = fingerprint(model)
