@@ -17,7 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @hydra.main(config_path="recipes", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from boolcl.train.loop import train
+    from boolcl.train.run import train
 
     validate(cfg)
     print(f"saved {train(cfg)}")

@@ -43,7 +43,7 @@ def cmd_demo(args) -> int:
 
 def cmd_train(args) -> int:
     from boolcl.config import compose
-    from boolcl.train.loop import train
+    from boolcl.train.run import train
 
     run_dir = train(compose(_overrides(args)))
     console.print(f"[green]saved[/] {run_dir}")

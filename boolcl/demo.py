@@ -15,7 +15,7 @@ from boolcl.files import atomic_write_text
 from boolcl.retrieval.card import record_results
 from boolcl.scoring.report import print_table, results_dict
 from boolcl.scoring.runner import data_info, evaluate_spec
-from boolcl.train.loop import train
+from boolcl.train.run import train
 
 
 def demo_config(overrides: list[str]):

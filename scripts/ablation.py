@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from boolcl.evaluate.compare import run_compare
     from boolcl.scoring.report import write_results
     from boolcl.scoring.runner import data_info, evaluate_spec
-    from boolcl.train.loop import train
+    from boolcl.train.run import train
 
     console = Console()
     out = Path(args.out)

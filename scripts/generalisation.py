@@ -217,7 +217,7 @@ def train_once(name: str, seed: int, overrides: list[str], extra: list[str], fol
             console.print(f"[yellow]note[/]: {folder.name} was trained at {then}, the code is now at {code}; "
                           "remove the folder to train it again")
         return False
-    from boolcl.train.loop import train
+    from boolcl.train.run import train
 
     console.rule(f"train {folder.name}")
     t0 = time.perf_counter()

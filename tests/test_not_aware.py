@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import load_script, write_pool
+from conftest import load_script, plus_cfg
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError
@@ -14,37 +14,6 @@ from boolcl.train.loop import train
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.not_aware import ExclusionMargin, QueryContrast, Retention
 from boolcl.train.sampling import EpochShuffle
-
-
-@pytest.fixture
-def not_pool(tmp_path, small_set):
-    """NOT questions with their plain (disjunctive) form, two clusters, plus simple questions."""
-    def ctx(*ids):
-        return [{"passage_id": i} for i in ids]
-
-    stomach, strings = {"cluster": "stomach", "disjunctive": "What causes upper abdominal pain?"}, \
-        {"cluster": "strings", "disjunctive": "Which string instruments are there?"}
-    rows = [
-        {"qid": "n1", "question": "What causes upper abdominal pain but not in the liver?", "question_type": "not",
-         "positive_ctxs": ctx("d0", "d2"), "negative_ctxs": ctx("d1"), "provenance": stomach},
-        {"qid": "n2", "question": "What causes upper abdominal pain apart from gallstones?", "question_type": "not",
-         "positive_ctxs": ctx("d1", "d2"), "negative_ctxs": ctx("d0"), "provenance": stomach},
-        {"qid": "n3", "question": "Which string instruments are not plucked?", "question_type": "not",
-         "positive_ctxs": ctx("d3", "d4"), "negative_ctxs": ctx("d5"), "provenance": strings},
-        {"qid": "n4", "question": "Which string instruments are not played seated?", "question_type": "not",
-         "positive_ctxs": ctx("d3", "d5"), "negative_ctxs": ctx("d4"), "provenance": strings},
-        {"qid": "s1", "question": "What is a cello?", "question_type": "simple", "positive_ctxs": ctx("d4"),
-         "hard_negative_ctxs": ctx("d3")},
-        {"qid": "s2", "question": "What are gallstones?", "question_type": "simple", "positive_ctxs": ctx("d0"),
-         "hard_negative_ctxs": ctx("d2")},
-    ]
-    return write_pool(tmp_path / "pool", rows, small_set)
-
-
-def plus_cfg(model_dir, pool, out, *extra):
-    return compose(["recipe=not_plus_tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
-                    "train.original_size=null", "train.batch_size=2", "train.epochs=2", "train.log_every=1",
-                    "train.max_length=32", "train.report_to=[]", f"out={out}", *extra])
 
 
 # ---------------------------------------------------------------- losses, by hand

@@ -94,6 +94,20 @@ class ScopeCfg:
 
 
 @dataclass
+class SoupCfg:
+    """Negated statements in two runs, one model (train/soup.py): the recipe trained once with the
+    minimal pairs and once without, from the same start and seed, mixed weight by weight. On the
+    sample, NevIR, the unseen wordings and BIRCO this kept what the pairs teach (NevIR) without
+    what they cost (ArguAna, AND questions), where no single run did (docs/not_plus.md, "By layer")."""
+    weight: float = 0.0  # 0: off (the pairs train in the one run); else the pairs' run's share of every weight
+    # then these parts (boolcl interpolate --part: embeddings, head, layers:A-B) keep the rest of their share
+    # from the starting model: 0.9 of the mix and 0.1 of the start in layers 3-5 ("upper", seeds 1-3)
+    start: list[str] = field(default_factory=lambda: ["layers:3-5=0.9"])
+    # overrides of the pairs' run alone (the run without pairs is the recipe as it is)
+    pairs_run: list[str] = field(default_factory=lambda: ["train.retention.operators=[and,or]"])
+
+
+@dataclass
 class NegationCfg:
     """Negated statements (train/negation.py): minimal pairs of passages that differ by a negation,
     each version asked for by a question of its own, so "not" has to be read. Built by rule from
@@ -110,6 +124,7 @@ class NegationCfg:
     # each pair in one epoch only: the pairs split into train.epochs parts, epoch e trains on part e
     # and all the rest of the mix, so the pairs add a third of the steps over three epochs, not thrice
     spread: bool = False
+    soup: SoupCfg = field(default_factory=SoupCfg)  # two runs (with and without the pairs), one model
 
 
 @dataclass

@@ -78,6 +78,19 @@ def validate(cfg: DictConfig) -> None:
     if t.negation.spread and not t.negation.pairs:
         raise ConfigError("train.negation.spread splits the minimal pairs over the epochs: "
                           "set train.negation.pairs too")
+    soup = t.negation.soup
+    if not (isinstance(soup.weight, (int, float)) and 0 <= soup.weight <= 1):
+        raise ConfigError(f"train.negation.soup.weight is the pairs' run's share of each weight, in [0, 1] "
+                          f"(0: off), got {soup.weight}")
+    if soup.weight and not t.negation.pairs:
+        raise ConfigError("train.negation.soup mixes a run with minimal pairs and one without: "
+                          "set train.negation.pairs too")
+    if soup.weight and t.keep_best:
+        raise ConfigError("train.keep_best keeps one run's best model, and train.negation.soup's model is a mix of "
+                          "two runs: set one of them off")
+    if soup.weight and str(t.resume) not in ("False", "false", "True", "true"):
+        raise ConfigError("train.negation.soup resumes each of its two runs from its own folder: "
+                          f"use train.resume=true with out= the soup's run, not train.resume={t.resume}")
     if t.scope.warmup_rows < 1:
         raise ConfigError(f"train.scope.warmup_rows is how many rows the warm-up fits on (at least 1), "
                           f"got {t.scope.warmup_rows}")

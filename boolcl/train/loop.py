@@ -419,5 +419,6 @@ def train(cfg: DictConfig) -> Path:
     bar.close()
 
     checkpoint.save_final(accelerator, model, run_dir)
-    accelerator.end_training()
+    for tracker in accelerator.trackers:  # end_training() would also end the process group, which
+        tracker.finish()  # outlives one run (train.negation.soup trains two); train.py ends it
     return run_dir

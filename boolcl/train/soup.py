@@ -1,0 +1,158 @@
+"""Two runs, one model (`train.negation.soup`): negated statements without forgetting.
+
+Minimal pairs ("the bridge opened" / "the bridge did not open") teach the encoder to bind a
+negation to what it negates (NevIR), and a run trained on them also forgets some plain retrieval
+(ArguAna) and AND questions. The recipe trained twice from the same start and seed, once with
+the pairs and once without, and mixed weight by weight keeps most of both; mixing a tenth of the
+start back into the upper layers returns what plain retrieval lost there. No single run found
+so far does as well (docs/not_plus.md, "Two runs, one model" and "By layer").
+
+    <out>/branches/plain/   the recipe without the pairs: an ordinary run folder
+    <out>/branches/pairs/   the recipe with them and `soup.pairs_run`'s overrides
+    <out>/                  W·pairs + (1 − W)·plain, then the `soup.start` parts mixed with the
+                            start (`boolcl interpolate`'s arithmetic); soup.json says what was mixed
+
+Each branch is an ordinary run, so it resumes on its own (`train.resume=true out=<the soup>`),
+and a finished branch with the same settings is kept when the soup runs again: a killed soup
+loses at most what one branch did since its last checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from accelerate import PartialState
+from omegaconf import DictConfig, OmegaConf
+
+from boolcl.config import check_overrides, to_yaml, validate
+from boolcl.distributed import cpu_only_distributed
+from boolcl.errors import ConfigError, ModelError
+from boolcl.files import atomic_write_text
+from boolcl.retrieval.card import write_train_card
+from boolcl.retrieval.interpolate import Shares, interpolate_model, interpolate_state, parse_parts
+from boolcl.train import checkpoint, loop
+
+BRANCHES = ("plain", "pairs")
+RECORD = "soup.json"
+NOT_IN_PAIRS_RUN = ("out", "seed", "model", "train.resume", "train.negation.soup", "train.negation.pairs")
+
+
+def start_shares(cfg: DictConfig) -> Shares:
+    """`soup.start` as the mix's share against the start, part by part (1 elsewhere)."""
+    try:
+        return Shares(1.0, parse_parts(list(cfg.train.negation.soup.start)))
+    except ModelError as err:
+        raise ConfigError(f"train.negation.soup.start: {err}") from None
+
+
+def check_start_parts(cfg: DictConfig, shares: Shares) -> None:
+    """A part of `soup.start` that holds no weight of the start fails now, not after two runs."""
+    if not shares.parts:
+        return
+    from boolcl.retrieval.models import load_model
+
+    state = load_model(str(cfg.model)).state_dict()
+    try:
+        interpolate_state(state, state, shares, names=(str(cfg.model), str(cfg.model)))
+    except ModelError as err:
+        raise ConfigError(f"train.negation.soup.start: {err}") from None
+
+
+def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
+    """The two runs' configs: the recipe without the pairs, and with them plus `pairs_run`."""
+    pairs_run = [str(x) for x in cfg.train.negation.soup.pairs_run]
+    for item in pairs_run:
+        key = item.partition("=")[0].lstrip("+~")
+        if "=" not in item or any(key == k or key.startswith(k + ".") for k in NOT_IN_PAIRS_RUN):
+            raise ConfigError(f"train.negation.soup.pairs_run: {item!r} must be key=value and may not set "
+                              f"{', '.join(NOT_IN_PAIRS_RUN)} (both runs share them)")
+    try:
+        check_overrides(pairs_run)
+    except ConfigError as err:
+        raise ConfigError(f"train.negation.soup.pairs_run: {err}") from None
+    own = {"plain": ["train.negation.pairs=0", "train.negation.spread=false"], "pairs": pairs_run}
+    out = {}
+    for name in BRANCHES:
+        changes = [f"out={run_dir / 'branches' / name}", "train.negation.soup.weight=0", *own[name]]
+        branch = OmegaConf.merge(cfg, OmegaConf.from_dotlist(changes))
+        validate(branch)
+        out[name] = branch
+    return out
+
+
+def same_settings(saved: Path, cfg: DictConfig) -> bool:
+    """Whether a run folder's config.yaml is `cfg`, up to train.resume (a resumed run writes true)."""
+    def plain(c):
+        c = OmegaConf.to_container(c, resolve=True)
+        c.pop("hydra", None)
+        c["train"]["resume"] = False
+        return c
+
+    return plain(OmegaConf.load(saved)) == plain(cfg)
+
+
+def finished(name: str, cfg: DictConfig) -> bool:
+    """A branch whose model is saved: kept if it ran with these settings, refused otherwise."""
+    folder = Path(cfg.out)
+    if not (folder / checkpoint.MODULES_FILE).is_file():
+        return False
+    if not (folder / "config.yaml").is_file() or not same_settings(folder / "config.yaml", cfg):
+        raise ConfigError(f"{folder} holds a finished run with other settings than this soup's {name} run; "
+                          "give the soup another out= (or remove that folder)")
+    return True
+
+
+def mix(cfg: DictConfig, run_dir: Path, branches: dict[str, DictConfig], shares: Shares, processes: int) -> dict:
+    """The soup's model into the run folder, staged and published like a run's final model."""
+    from boolcl.retrieval.models import fingerprint, load_model
+
+    w = float(cfg.train.negation.soup.weight)
+    folders = {name: Path(b.out) for name, b in branches.items()}
+    model, plain, start = load_model(str(folders["pairs"])), load_model(str(folders["plain"])), load_model(str(cfg.model))
+    record = {"weight": w, "start": list(cfg.train.negation.soup.start),
+              "pairs_run": list(cfg.train.negation.soup.pairs_run),
+              "branches": {name: str(f) for name, f in folders.items()}, "model": str(cfg.model),
+              "fingerprints": {"pairs": fingerprint(model), "plain": fingerprint(plain), "start": fingerprint(start)}}
+    record["pairs_and_plain"] = interpolate_model(model, plain.state_dict(), w, names=(str(folders["pairs"]),
+                                                                                      str(folders["plain"])))
+    record["with_the_start"] = interpolate_model(model, start.state_dict(), shares,
+                                                 names=("the mix", str(cfg.model)))
+    record["fingerprints"]["result"] = fingerprint(model)
+
+    manifest = json.loads((folders["pairs"] / "data_manifest.json").read_text())
+    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+    atomic_write_text(run_dir / "data_manifest.json", json.dumps(manifest | {"soup": record}, indent=2) + "\n")
+    staged = run_dir / checkpoint.FINAL_TMP
+    if staged.exists():
+        shutil.rmtree(staged)
+    model.save(str(staged), create_model_card=False)
+    atomic_write_text(staged / RECORD, json.dumps(record, indent=2) + "\n")
+    write_train_card(model, staged, run_dir, precision=loop.mixed_precision(cfg.train.mixed_precision),
+                     processes=processes)
+    checkpoint.publish(staged, run_dir)
+    return record
+
+
+def train_soup(cfg: DictConfig) -> Path:
+    state = PartialState(cpu=cpu_only_distributed())
+    run_dir = loop.agree_on_run_dir(state, cfg)
+    shares = start_shares(cfg)  # every setting is checked before the first run starts
+    branches = branch_configs(cfg, run_dir)
+    check_start_parts(cfg, shares)
+    for name, branch in branches.items():
+        if finished(name, branch):
+            if state.is_main_process:
+                print(f"soup: the {name} run in {branch.out} is finished with these settings; kept", flush=True)
+            continue
+        resume = str(cfg.train.resume) in ("True", "true") and bool(checkpoint.checkpoints(Path(branch.out)))
+        if state.is_main_process:
+            print(f"soup: the {name} run -> {branch.out}" + (" (resuming)" if resume else ""), flush=True)
+        loop.train(OmegaConf.merge(branch, OmegaConf.from_dotlist([f"train.resume={str(resume).lower()}"])))
+    if state.is_main_process:
+        record = mix(cfg, run_dir, branches, shares, state.num_processes)
+        print(f"soup: {record['weight']:g} of the pairs' run and {1 - record['weight']:g} of the plain one, "
+              f"then {shares.describe()} against the start -> {run_dir}", flush=True)
+    state.wait_for_everyone()
+    return run_dir
+
