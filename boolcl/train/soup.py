@@ -66,7 +66,7 @@ def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
         key = item.partition("=")[0].lstrip("+~")
         if "=" not in item or any(key == k or key.startswith(k + ".") for k in NOT_IN_PAIRS_RUN):
             raise ConfigError(f"train.negation.soup.pairs_run: {item!r} must be key=value and may not set "
-                              f"{', '.join(NOT_IN_PAIRS_RUN)} (both runs share them)")
+                              f"{', '.join(NOT_IN_PAIRS_RUN)} (the soup sets those for both runs)")
     try:
         check_overrides(pairs_run)
     except ConfigError as err:
