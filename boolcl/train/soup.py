@@ -39,24 +39,18 @@ NOT_IN_PAIRS_RUN = ("out", "seed", "model", "train.resume", "train.negation.soup
 
 
 def start_shares(cfg: DictConfig) -> Shares:
-    """`soup.start` as the mix's share against the start, part by part (1 elsewhere)."""
+    """`soup.start` as the mix's share against the start, part by part (1 elsewhere), checked
+    against the start's own weights: a part that holds none fails now, not after two runs."""
     try:
-        return Shares(1.0, parse_parts(list(cfg.train.negation.soup.start)))
+        shares = Shares(1.0, parse_parts(list(cfg.train.negation.soup.start)))
+        if shares.parts:  # a dry mix of the start with itself: the check interpolation itself makes
+            from boolcl.retrieval.models import load_model
+
+            state = load_model(str(cfg.model)).state_dict()
+            interpolate_state(state, state, shares, names=(str(cfg.model), str(cfg.model)))
     except ModelError as err:
         raise ConfigError(f"train.negation.soup.start: {err}") from None
-
-
-def check_start_parts(cfg: DictConfig, shares: Shares) -> None:
-    """A part of `soup.start` that holds no weight of the start fails now, not after two runs."""
-    if not shares.parts:
-        return
-    from boolcl.retrieval.models import load_model
-
-    state = load_model(str(cfg.model)).state_dict()
-    try:
-        interpolate_state(state, state, shares, names=(str(cfg.model), str(cfg.model)))
-    except ModelError as err:
-        raise ConfigError(f"train.negation.soup.start: {err}") from None
+    return shares
 
 
 def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
@@ -137,9 +131,8 @@ def mix(cfg: DictConfig, run_dir: Path, branches: dict[str, DictConfig], shares:
 def train_soup(cfg: DictConfig) -> Path:
     state = PartialState(cpu=cpu_only_distributed())
     run_dir = loop.agree_on_run_dir(state, cfg)
-    shares = start_shares(cfg)  # every setting is checked before the first run starts
-    branches = branch_configs(cfg, run_dir)
-    check_start_parts(cfg, shares)
+    branches = branch_configs(cfg, run_dir)  # every setting is checked before the first run starts
+    shares = start_shares(cfg)
     for name, branch in branches.items():
         if finished(name, branch):
             if state.is_main_process:
