@@ -28,6 +28,8 @@ SWITCHES = {  # each addition of not_plus_tiny and the overrides that switch it 
     "scope": ["train.scope.weight=0"],
     # AND and OR questions in the mix, over half the epochs (about the same number of steps); off: NOT only
     "and-or": ["train.operators=[not]", "train.epochs=6"],
+    # negated statements: the recipe trained again with minimal pairs, the two runs mixed (train.negation.soup)
+    "statements": ["train.negation.pairs=0"],
 }
 
 
@@ -38,9 +40,10 @@ def switched_off(*names: str) -> list[str]:
 # name -> overrides on top of recipe=not_plus_tiny (None: the untrained base model)
 VARIANTS = {"base": None, "paper-not": switched_off(*SWITCHES)}
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
-VARIANTS["not_plus-no-decomp"] = switched_off("decomposition", "scope", "and-or")  # session 2's not_plus
-VARIANTS["not_plus-no-scope"] = switched_off("scope", "and-or")  # session 3's not_plus: what scope pooling adds
-VARIANTS["not_plus-no-and-or"] = switched_off("and-or")  # session 6's not_plus: what AND/OR questions add
+VARIANTS["not_plus-no-decomp"] = switched_off("decomposition", "scope", "and-or", "statements")  # session 2's not_plus
+VARIANTS["not_plus-no-scope"] = switched_off("scope", "and-or", "statements")  # session 3's: what scope pooling adds
+VARIANTS["not_plus-no-and-or"] = switched_off("and-or", "statements")  # session 6's: what AND/OR questions add
+VARIANTS["not_plus-no-statements"] = switched_off("statements")  # session 16's: what the negated statements add
 VARIANTS["not_plus"] = []
 RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (scripts/generalisation.py shares all of this)
 

@@ -62,7 +62,8 @@ def main() -> None:
     from boolcl.train import loop
 
     for seed in args.seeds:
-        cfg = compose(["recipe=not_plus_tiny", "train.eval_every=0", f"seed={seed}", *args.overrides])
+        cfg = compose(["recipe=not_plus_tiny", "train.eval_every=0", "train.negation.pairs=0", f"seed={seed}",
+                       *args.overrides])  # the warm-up leaves the minimal pairs out either way
         t = cfg.train
         torch.manual_seed(seed)  # the head's starting weights, as train() seeds them
         model, start_view = loop.build_model(cfg)  # the start, for the decomposition targets

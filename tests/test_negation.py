@@ -85,7 +85,7 @@ def test_statement_pairs_differ_by_one_negated_sentence_and_stay_in_the_training
 
 def test_negation_config_error_names_the_key():
     with pytest.raises(ConfigError, match=r"train\.negation\.pairs"):
-        compose(["recipe=not_plus_tiny", "train.negation.pairs=-1"])  # "all" needs a source to count
+        compose(["recipe=not_plus_tiny", "train.negation.pairs=-1", "train.negation.source=null"])  # "all" needs a source
     with pytest.raises(ConfigError, match=r"train\.negation\.pairs"):
         compose(["recipe=not_plus_tiny", "train.negation.pairs=-2", "train.negation.source=written"])
     with pytest.raises(ConfigError, match=r"test split is the benchmark"):

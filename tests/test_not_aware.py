@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from conftest import load_script, plus_cfg
 
-from boolcl.config import compose
+from boolcl.config import compose, soup_on
 from boolcl.errors import ConfigError
 from boolcl.train.collate import Collator, ItemDataset, passage_key
 from boolcl.train.loop import train
@@ -285,8 +285,10 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
     with pytest.raises(ConfigError, match="train.retention.passages"):
         compose(["recipe=not_plus_tiny", "train.retention.weight=0", "train.retention.passages=1"])
-    with pytest.raises(ConfigError, match="set train.negation.pairs too"):
-        compose(["recipe=not_plus_tiny", "train.negation.spread=true"])
+    # the recipe's negated statements are two runs and a mix; pairs=0 alone switches them off (one run)
+    assert soup_on(compose(["recipe=not_plus_tiny"]).train) and soup_on(compose(["recipe=not_plus"]).train)
+    assert not soup_on(compose(["recipe=not_plus_tiny", "train.negation.pairs=0"]).train)
+    assert not soup_on(compose(["recipe=not_plus_tiny", "train.negation.soup.weight=0"]).train)  # pairs in one run
     cfg = compose(["recipe=not_plus"])
     assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.exclusion.weight > 0
 
@@ -435,13 +437,16 @@ def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path, mon
     """Two variants, one seed, a tiny model and a few steps: the table is written, a rerun trains nothing."""
     out = tmp_path / "ablation"
     args = ["--seeds", "1", "--only", "paper-not", "not_plus", "--out", str(out), f"model={tiny_model_dir}",
-            "train.max_steps=2", "train.batch_size=8"]
+            "train.max_steps=2", "train.batch_size=8", "train.negation.soup.start=['layers:1=0.9']"]  # 2 layers
     monkeypatch.chdir(tmp_path)
     ablation = load_script("ablation")  # its command line, in this process (no interpreter start-up per run)
     assert ablation.main(args) == 0
     capsys.readouterr()
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert runs == ["base", "not_plus-s1", "paper-not-s1"]
+    # the recipe is a soup of two runs; the paper-style recipe one run without the pairs
+    assert json.loads((out / "runs" / "not_plus-s1" / "soup.json").read_text())["weight"] == 0.6
+    assert not (out / "runs" / "paper-not-s1" / "branches").exists()
     table = (out / "compare" / "compare.md").read_text()
     assert "paper-not" in table and "not_plus" in table and "NOT" in table
     assert (out / "compare" / "compare.png").is_file()

@@ -90,8 +90,8 @@ def test_a_scope_shift_changes_what_the_run_scores_and_saves_not_what_it_trains(
     from boolcl.pooling import scope_pooling
     from boolcl.retrieval.models import load_model
 
-    extra = ["recipe=not_plus_tiny", "train.original_size=null", "train.scope.warmup=5", "train.lr=1e-3",
-             "train.eval_every=6", f"train.eval_data={small_set}"]
+    extra = ["recipe=not_plus_tiny", "train.negation.pairs=0", "train.original_size=null", "train.scope.warmup=5",
+             "train.lr=1e-3", "train.eval_every=6", f"train.eval_data={small_set}"]
     plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra, "train.scope.shift=0"))
     shifted = train(cfg_for(tiny_model_dir, pool, tmp_path / "shifted", *extra, "train.scope.shift=2"))
     assert same_weights(weights(plain), weights(shifted))
@@ -121,7 +121,8 @@ def test_a_scope_shift_changes_what_the_run_scores_and_saves_not_what_it_trains(
 def test_scoring_does_not_change_the_final_weights(tiny_model_dir, pool, small_set, tmp_path, recipe):
     """Dropout is on in the tiny model: a scorer that left the model in eval mode or moved a
     random generator would show here."""
-    extra = [f"recipe={recipe}", "train.original_size=null", "train.scope.warmup=5", "train.lr=1e-3"]
+    extra = [f"recipe={recipe}", "train.negation.pairs=0", "train.original_size=null", "train.scope.warmup=5",
+             "train.lr=1e-3"]
     plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra))
     scored = train(cfg_for(tiny_model_dir, pool, tmp_path / "scored", *extra, "train.eval_every=1",
                            f"train.eval_data={small_set}", "train.keep_best=MRR@10/NOT"))

@@ -22,7 +22,7 @@ def test_the_script_fits_the_head_and_scores_every_question_type(tiny_model_dir)
 
 
 def test_decomposition_targets_without_the_start_are_refused(tiny_model_dir):
-    cfg = compose(["recipe=not_plus_tiny", f"model={tiny_model_dir}", "train.eval_every=0"])
+    cfg = compose(["recipe=not_plus_tiny", f"model={tiny_model_dir}", "train.eval_every=0", "train.negation.pairs=0"])
     model, _ = loop.build_model(cfg)
     with pytest.raises(ValueError, match="needs `start`"):
         loop.build_data(cfg, model, cfg.train.batch_size, None, None)

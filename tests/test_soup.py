@@ -79,7 +79,6 @@ def test_the_soup_is_both_runs_mixed_and_a_rerun_keeps_them(tiny_model_dir, not_
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["train.negation.pairs=0"], r"set train\.negation\.pairs too"),
     (["train.negation.soup.weight=1.5"], r"soup\.weight .* in \[0, 1\]"),
     (["train.keep_best=MRR@10/NOT"], r"train\.keep_best"),
     (["train.resume=somewhere/checkpoint-4"], r"train\.resume=true"),
@@ -88,6 +87,20 @@ def test_soup_settings_that_cannot_work_are_refused_at_compose(tiny_model_dir, n
                                                                extra, message):
     with pytest.raises(ConfigError, match=message):
         soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file, *extra)
+
+
+def test_no_pairs_is_one_run_and_the_loop_refuses_a_soup(tiny_model_dir, not_pool, pairs_file, tmp_path):
+    """The recipe makes a soup; train.negation.pairs=0 alone makes it one plain run again (its
+    spread and soup settings then do nothing), and the loop never trains a soup's config as one run."""
+    from boolcl.train import loop
+
+    run = train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "one", pairs_file, "train.negation.pairs=0",
+                         "train.negation.spread=true"))
+    assert (run / "modules.json").is_file() and not (run / "branches").exists() and not (run / "soup.json").exists()
+    assert "negation" not in json.loads((run / "data_manifest.json").read_text())["mix"]
+    with pytest.raises(ValueError, match=r"loop\.train trains one run.*boolcl\.train\.run\.train"):
+        loop.train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file))
+    assert not (tmp_path / "soup").exists()
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -7,6 +7,6 @@ from boolcl.config.compose import (
     setting,
     to_yaml,
 )
-from boolcl.config.validate import validate
+from boolcl.config.validate import soup_on, validate
 
-__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "setting", "to_yaml", "validate"]
+__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "setting", "soup_on", "to_yaml", "validate"]

@@ -28,6 +28,12 @@ VALID = {
 OPERATORS = {"and", "or", "not"}
 
 
+def soup_on(t) -> bool:
+    """Whether `train` (cfg.train) makes a soup: the soup's weight and minimal pairs to train on.
+    `train.negation.pairs=0` alone switches negated statements off, spread and soup with them."""
+    return bool(t.negation.soup.weight and t.negation.pairs)
+
+
 def validate(cfg: DictConfig) -> None:
     """Checks the types cannot express; each message names the key."""
     for key, allowed in VALID.items():
@@ -75,20 +81,14 @@ def validate(cfg: DictConfig) -> None:
     if t.negation.pairs < -1 or (t.negation.pairs == -1 and t.negation.source is None):
         raise ConfigError(f"train.negation.pairs is a number of minimal pairs (0: off; -1: all of "
                           f"train.negation.source's), got {t.negation.pairs}")
-    if t.negation.spread and not t.negation.pairs:
-        raise ConfigError("train.negation.spread splits the minimal pairs over the epochs: "
-                          "set train.negation.pairs too")
     soup = t.negation.soup
     if not (isinstance(soup.weight, (int, float)) and 0 <= soup.weight <= 1):
         raise ConfigError(f"train.negation.soup.weight is the pairs' run's share of each weight, in [0, 1] "
                           f"(0: off), got {soup.weight}")
-    if soup.weight and not t.negation.pairs:
-        raise ConfigError("train.negation.soup mixes a run with minimal pairs and one without: "
-                          "set train.negation.pairs too")
-    if soup.weight and t.keep_best:
+    if soup_on(t) and t.keep_best:
         raise ConfigError("train.keep_best keeps one run's best model, and train.negation.soup's model is a mix of "
-                          "two runs: set one of them off")
-    if soup.weight and str(t.resume) not in ("False", "false", "True", "true"):
+                          "two runs: set train.keep_best=null, or train.negation.pairs=0 (no negated statements)")
+    if soup_on(t) and str(t.resume) not in ("False", "false", "True", "true"):
         raise ConfigError("train.negation.soup resumes each of its two runs from its own folder: "
                           f"use train.resume=true with out= the soup's run, not train.resume={t.resume}")
     if t.scope.warmup_rows < 1:

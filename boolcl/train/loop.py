@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from boolcl import pooling
-from boolcl.config import to_yaml
+from boolcl.config import soup_on, to_yaml
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text, check_writable
@@ -170,7 +170,7 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     parts = None
-    if t.negation.spread:  # each pair in one epoch: its two items in the same part
+    if t.negation.spread and t.negation.pairs:  # each pair in one epoch: its two items in the same part
         statements = [i for i, it in enumerate(items) if it.question_type == STATEMENT]
         parts = spread_parts(list(zip(statements[::2], statements[1::2])), t.epochs, cfg.seed)
         mix["negation"]["per_epoch"] = len(parts[0]) // 2
@@ -330,6 +330,9 @@ class Meter:
 
 def train(cfg: DictConfig) -> Path:
     t = cfg.train
+    if soup_on(t):  # two runs and a mix: boolcl.train.run.train (what boolcl train calls) makes those
+        raise ValueError("loop.train trains one run, and this config asks for train.negation.soup's two: "
+                         "call boolcl.train.run.train, or set train.negation.soup.weight=0")
     state = PartialState(cpu=cpu_only_distributed())
     run_dir = agree_on_run_dir(state, cfg)
     resume_from = checkpoint.find_resume(t.resume, run_dir)

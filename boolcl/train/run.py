@@ -6,8 +6,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from boolcl.config import soup_on
 from boolcl.train import loop, soup
 
 
 def train(cfg: DictConfig) -> Path:
-    return soup.train_soup(cfg) if cfg.train.negation.soup.weight else loop.train(cfg)
+    return soup.train_soup(cfg) if soup_on(cfg.train) else loop.train(cfg)
