@@ -20,7 +20,8 @@ def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(t
     variants = json.loads(out.read_text())["variants"]
     assert list(variants) == ["paper-not", "not_plus"]
     paper, plus = variants["paper-not"], variants["not_plus"]
-    assert "train.scope.weight=0" in paper["overrides"] and plus["overrides"] == []
+    # not_plus is the recipe's first run: every addition on but the second run with the minimal pairs
+    assert "train.scope.weight=0" in paper["overrides"] and plus["overrides"] == ["train.negation.pairs=0"]
     assert paper["window"] == plus["window"] == [2, 3]
     # the paper-style recipe has none of the additions' set-up; not_plus has each part
     assert "start_table_s" not in paper and "scope_warmup_s" not in paper

@@ -154,7 +154,7 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     birco = write_birco(tmp_path / "birco")
     args = ["--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
             "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
-            "train.scope.weight=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco),
+            "train.scope.weight=0,train.negation.pairs=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco),
             "--nevir", str(nevir), f"model={tiny_model_dir}",
             "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
     monkeypatch.setenv("BOOLCL_NEVIR", str(tmp_path / "elsewhere"))  # --nevir wins over the variable
@@ -176,7 +176,8 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
                for k, v in weights["mix"].items() if v.is_floating_point())
     assert any(not torch.equal(v, weights["paper-not"][k]) for k, v in weights["lean"].items())  # two models
     recorded = json.loads((out / "runs" / "lean-s1" / "variant.json").read_text())
-    assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0", "train.scope.weight=0"]
+    assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0", "train.scope.weight=0",
+                                     "train.negation.pairs=0"]
 
     for data in ("sample", "birco"):
         runs = sorted(p.name for p in (out / data / "runs").iterdir())
