@@ -54,7 +54,7 @@ from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
 # its second (with them), each timed as one loop; the soup costs both runs' steps.
 ONE_RUN = [s for s in SWITCHES if s != "statements"]
 VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": switched_off("statements"),
-            "not_plus-pairs": ["train.negation.soup.weight=0", "train.retention.operators=[and,or]"]}
+            "not_plus-pairs": []}  # the soup's own overrides for its second run, read in main()
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in ONE_RUN}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
             "warm": "the cache the run above filled (a later seed, variant or resume on the same pool and model)"}
@@ -172,6 +172,10 @@ def main() -> None:
         except ValueError as err:
             raise SystemExit(str(err)) from None
         VARIANTS[name] = [*VARIANTS["not_plus"], *overrides]  # one run: on top of the recipe's first
+    from boolcl.config import compose
+    from boolcl.train.soup import branch_overrides
+
+    VARIANTS["not_plus-pairs"] = branch_overrides(compose(["recipe=not_plus_tiny", *args.overrides]))["pairs"]
     if args.child:
         work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
         r = run_variant(args.child, VARIANTS[args.child], args, work, Path(args.cache))

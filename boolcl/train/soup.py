@@ -53,8 +53,9 @@ def start_shares(cfg: DictConfig) -> Shares:
     return shares
 
 
-def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
-    """The two runs' configs: the recipe without the pairs, and with them plus `pairs_run`."""
+def branch_overrides(cfg: DictConfig) -> dict[str, list[str]]:
+    """What each run changes in the recipe: no pairs in one, `pairs_run` in the other, no soup in
+    either (scripts/bench_not_aware.py times the two runs from these)."""
     pairs_run = [str(x) for x in cfg.train.negation.soup.pairs_run]
     for item in pairs_run:
         key = item.partition("=")[0].lstrip("+~")
@@ -66,9 +67,14 @@ def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
     except ConfigError as err:
         raise ConfigError(f"train.negation.soup.pairs_run: {err}") from None
     own = {"plain": ["train.negation.pairs=0", "train.negation.spread=false"], "pairs": pairs_run}
+    return {name: ["train.negation.soup.weight=0", *own[name]] for name in BRANCHES}
+
+
+def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
+    """The two runs' configs: the recipe without the pairs, and with them plus `pairs_run`."""
     out = {}
-    for name in BRANCHES:
-        changes = [f"out={run_dir / 'branches' / name}", "train.negation.soup.weight=0", *own[name]]
+    for name, changes in branch_overrides(cfg).items():
+        changes = [f"out={run_dir / 'branches' / name}", *changes]
         branch = OmegaConf.merge(cfg, OmegaConf.from_dotlist(changes))
         validate(branch)
         out[name] = branch
