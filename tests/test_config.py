@@ -108,3 +108,13 @@ def test_train_py_rejects_unknown_recipe_and_key():
     assert res.returncode != 0 and "available recipes: all, and, not, not_plus, not_plus_tiny, or, tiny" in res.stderr
     res = _train_py("recipe=not", "train.bach_size=3")
     assert res.returncode != 0 and "did you mean train.batch_size" in res.stderr
+
+
+def test_resume_is_read_the_same_way_everywhere():
+    """validate, checkpoint.find_resume and the soup all read train.resume through resume_flag."""
+    from boolcl.config import resume_flag
+
+    assert [resume_flag(v) for v in (True, "true", "True")] == [True] * 3
+    assert [resume_flag(v) for v in (False, "false", "False", None)] == [False] * 4
+    assert resume_flag("runs/x/checkpoint-4") is None
+    assert resume_flag("TRUE") is None  # a folder named TRUE, as find_resume then reads it

@@ -1,4 +1,5 @@
 """train.negation.soup: the recipe trained with the minimal pairs and without, mixed weight by weight."""
+import errno
 import json
 import re
 
@@ -8,7 +9,7 @@ from conftest import ROOT, dump_jsonl, plus_cfg
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
-from boolcl.errors import ConfigError
+from boolcl.errors import ConfigError, TrainingError
 from boolcl.train.run import train
 
 HEAD = "1_ScopePooling/model.safetensors"
@@ -101,6 +102,30 @@ def test_no_pairs_is_one_run_and_the_loop_refuses_a_soup(tiny_model_dir, not_poo
     with pytest.raises(ValueError, match=r"loop\.train trains one run.*boolcl\.train\.run\.train"):
         loop.train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file))
     assert not (tmp_path / "soup").exists()
+
+
+def test_a_disk_that_fills_while_the_soup_is_saved_keeps_both_runs_and_the_last_soup(tiny_model_dir, not_pool,
+                                                                                       pairs_file, tmp_path,
+                                                                                       monkeypatch):
+    import transformers.modeling_utils as modeling
+
+    run = train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file))
+    first = load_file(run / "model.safetensors")
+    real_save = modeling.safe_save_file
+
+    def full(*args, **kwargs):  # the disk fills while the mix's encoder weights are written
+        raise OSError(errno.ENOSPC, "No space left on device", str(args[1]))
+
+    monkeypatch.setattr(modeling, "safe_save_file", full)
+    with pytest.raises(TrainingError, match=r"disk full while saving the soup into .*soup \(No space left on device\); "
+                                            r"both runs are kept in branches/, and the same command mixes them again$"):
+        train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file))
+    assert not (run / ".final-tmp").exists()  # nothing half-written; the earlier soup still loads as it was
+    assert all(torch.equal(v, first[k]) for k, v in load_file(run / "model.safetensors").items())
+    assert (run / "modules.json").is_file()
+    monkeypatch.setattr(modeling, "safe_save_file", real_save)
+    train(soup_cfg(tiny_model_dir, not_pool, tmp_path / "soup", pairs_file))  # the branches are kept: mixed again
+    assert all(torch.equal(v, first[k]) for k, v in load_file(run / "model.safetensors").items())
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -7,6 +7,7 @@ from boolcl.config.compose import (
     setting,
     to_yaml,
 )
-from boolcl.config.validate import soup_on, validate
+from boolcl.config.validate import resume_flag, soup_on, validate
 
-__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "setting", "soup_on", "to_yaml", "validate"]
+__all__ = ["available_recipes", "check_overrides", "compose", "recipes_dir", "resume_flag", "setting", "soup_on",
+           "to_yaml", "validate"]

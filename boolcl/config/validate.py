@@ -34,6 +34,17 @@ def soup_on(t) -> bool:
     return bool(t.negation.soup.weight and t.negation.pairs)
 
 
+def resume_flag(resume) -> bool | None:
+    """`train.resume` read once for every caller: False (start afresh), True (the latest
+    checkpoint of out=), or None when it names a checkpoint folder. YAML and the command line
+    give true/false as booleans or as strings, so both spellings count."""
+    if resume in (False, None, "false", "False"):
+        return False
+    if resume in (True, "true", "True"):
+        return True
+    return None
+
+
 def validate(cfg: DictConfig) -> None:
     """Checks the types cannot express; each message names the key."""
     for key, allowed in VALID.items():
@@ -88,7 +99,7 @@ def validate(cfg: DictConfig) -> None:
     if soup_on(t) and t.keep_best:
         raise ConfigError("train.keep_best keeps one run's best model, and train.negation.soup's model is a mix of "
                           "two runs: set train.keep_best=null, or train.negation.pairs=0 (no negated statements)")
-    if soup_on(t) and str(t.resume) not in ("False", "false", "True", "true"):
+    if soup_on(t) and resume_flag(t.resume) is None:
         raise ConfigError("train.negation.soup resumes each of its two runs from its own folder: "
                           f"use train.resume=true with out= the soup's run, not train.resume={t.resume}")
     if t.scope.warmup_rows < 1:

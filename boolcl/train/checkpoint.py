@@ -31,6 +31,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_model as load_safetensors
 from safetensors.torch import save_model as save_safetensors
 
+from boolcl.config import resume_flag
 from boolcl.data.loaders import SAMPLE_DIR, load_training_pool
 from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text, file_digest
@@ -117,9 +118,10 @@ def checkpoints(run_dir: Path) -> list[Path]:
 
 def find_resume(resume, run_dir: Path) -> Path | None:
     """`train.resume`: false, true (the latest checkpoint of `out=`), or a checkpoint folder."""
-    if resume in (False, None, "false", "False"):
+    flag = resume_flag(resume)
+    if flag is False:
         return None
-    if resume in (True, "true", "True"):
+    if flag:
         found = checkpoints(run_dir) if run_dir.is_dir() else []
         if not found:
             raise ConfigError(f"train.resume=true but {run_dir} has no complete checkpoint-N folder; "
@@ -164,16 +166,18 @@ def last_good(run_dir: Path) -> str:
 
 
 @contextmanager
-def removed_if_disk_full(partial: Path, run_dir: Path, writing: str, note: str = ""):
+def removed_if_disk_full(partial: Path, run_dir: Path | None, writing: str, note: str = ""):
     """A save into `partial` that runs out of disk leaves nothing half-written behind and says
-    which complete checkpoint to resume from; any other error passes through unchanged."""
+    which complete checkpoint of `run_dir` to resume from (`note` alone without one); any other
+    error passes through unchanged."""
     try:
         yield
     except OSError as err:
         if not disk_full(err):
             raise
         shutil.rmtree(partial, ignore_errors=True)
-        raise TrainingError(f"disk full while {writing} ({err.strerror}); {note}{last_good(run_dir)}") from None
+        where = last_good(run_dir) if run_dir is not None else ""
+        raise TrainingError(f"disk full while {writing} ({err.strerror}); {note}{where}") from None
 
 
 def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, step: int | None = None) -> None:

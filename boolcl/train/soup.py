@@ -25,7 +25,7 @@ from pathlib import Path
 from accelerate import PartialState
 from omegaconf import DictConfig, OmegaConf
 
-from boolcl.config import check_overrides, to_yaml, validate
+from boolcl.config import check_overrides, resume_flag, to_yaml, validate
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, ModelError
 from boolcl.files import atomic_write_text
@@ -121,16 +121,18 @@ def mix(cfg: DictConfig, run_dir: Path, branches: dict[str, DictConfig], shares:
     record["fingerprints"]["result"] = fingerprint(model)
 
     manifest = json.loads((folders["pairs"] / "data_manifest.json").read_text())
-    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
-    atomic_write_text(run_dir / "data_manifest.json", json.dumps(manifest | {"soup": record}, indent=2) + "\n")
     staged = run_dir / checkpoint.FINAL_TMP
     if staged.exists():
         shutil.rmtree(staged)
-    model.save(str(staged), create_model_card=False)
-    atomic_write_text(staged / RECORD, json.dumps(record, indent=2) + "\n")
-    write_train_card(model, staged, run_dir, precision=loop.mixed_precision(cfg.train.mixed_precision),
-                     processes=processes)
-    checkpoint.publish(staged, run_dir)
+    with checkpoint.removed_if_disk_full(staged, None, f"saving the soup into {run_dir}",
+                                         "both runs are kept in branches/, and the same command mixes them again"):
+        atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
+        atomic_write_text(run_dir / "data_manifest.json", json.dumps(manifest | {"soup": record}, indent=2) + "\n")
+        model.save(str(staged), create_model_card=False)
+        atomic_write_text(staged / RECORD, json.dumps(record, indent=2) + "\n")
+        write_train_card(model, staged, run_dir, precision=loop.mixed_precision(cfg.train.mixed_precision),
+                         processes=processes)
+        checkpoint.publish(staged, run_dir)
     return record
 
 
@@ -144,7 +146,7 @@ def train_soup(cfg: DictConfig) -> Path:
             if state.is_main_process:
                 print(f"soup: the {name} run in {branch.out} is finished with these settings; kept", flush=True)
             continue
-        resume = str(cfg.train.resume) in ("True", "true") and bool(checkpoint.checkpoints(Path(branch.out)))
+        resume = resume_flag(cfg.train.resume) is True and bool(checkpoint.checkpoints(Path(branch.out)))
         if state.is_main_process:
             print(f"soup: the {name} run -> {branch.out}" + (" (resuming)" if resume else ""), flush=True)
         loop.train(OmegaConf.merge(branch, OmegaConf.from_dotlist([f"train.resume={str(resume).lower()}"])))
