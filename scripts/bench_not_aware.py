@@ -24,9 +24,10 @@ other, on the same data, batch and seed, through the real `train()` loop. For ea
 - with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
   (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
   a child process of its own, one at a time, twice: with an empty embedding cache (`cold`: the
-  first run on a pool) and with the one its run above filled (`warm`: a later seed, variant or
-  resume on the same pool and starting model reads the start table, train.cache_start_table);
-  with `--repeat N`, N rounds that launch every variant in turn, and
+  first run on a pool) and with the one its run above filled (`warm`: the start table, which a
+  later seed, variant or resume on the same pool and starting model reads, and the scope head
+  its warm-up fitted, which the same seed reads again, as the soup's second run does:
+  train.cache_start_table, train.scope.warmup_cache); with `--repeat N`, N rounds that launch every variant in turn, and
   the median of each (one launch swings by a second on a shared machine).
 
 Every run here gets an embedding cache of its own in a temporary folder, never ~/.cache.
@@ -57,16 +58,16 @@ VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": switched_off("stat
             "not_plus-pairs": []}  # the soup's own overrides for its second run, read in main()
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in ONE_RUN}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
-            "warm": "the cache the run above filled (a later seed, variant or resume on the same pool and model)"}
+            "warm": "the cache the run above filled (its start table and, for the same seed, its warm-up's head)"}
 
 
 @contextmanager
 def timed_setup(clock: dict):
     """Wrap the set-up helpers that train() calls to time them, and note when the loop starts."""
-    from boolcl.train import decomposition, loop, scope
+    from boolcl.train import decomposition, loop
 
     saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets,
-             "warm_up": scope.warm_up, "Meter": loop.Meter}
+             "warm_up_scope": loop.warm_up_scope, "Meter": loop.Meter}
 
     def timing(name, fn):
         def wrapper(*args, **kwargs):
@@ -84,13 +85,13 @@ def timed_setup(clock: dict):
 
     loop.StartTable = timing("start_table_s", saved["StartTable"])  # the start's embeddings (retention, targets)
     decomposition.attach_targets = timing("decomposition_s", saved["attach_targets"])
-    scope.warm_up = timing("scope_warmup_s", saved["warm_up"])
+    loop.warm_up_scope = timing("scope_warmup_s", saved["warm_up_scope"])  # fitted, or read from the cache
     loop.Meter = Meter
     try:
         yield
     finally:
-        loop.StartTable, decomposition.attach_targets, scope.warm_up, loop.Meter = (
-            saved["StartTable"], saved["attach_targets"], saved["warm_up"], saved["Meter"])
+        loop.StartTable, decomposition.attach_targets, loop.warm_up_scope, loop.Meter = (
+            saved["StartTable"], saved["attach_targets"], saved["warm_up_scope"], saved["Meter"])
 
 
 def run_variant(name: str, overrides: list[str], args, work: Path, cache: Path) -> dict:

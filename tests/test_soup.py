@@ -36,6 +36,8 @@ def test_the_soup_is_both_runs_mixed_and_a_rerun_keeps_them(tiny_model_dir, not_
     # two ordinary runs: the recipe without the pairs, and with them plus pairs_run (retention on AND and OR)
     mixes = {b.name: json.loads((b / "data_manifest.json").read_text())["mix"] for b in (plain, pairs)}
     assert "negation" not in mixes["plain"] and mixes["pairs"]["negation"]["pairs"] == 2
+    # the pairs are left out of the warm-up, so the second run reads the head the first one fitted
+    assert [mixes[b]["scope_warmup"]["cache"]["read"] for b in ("plain", "pairs")] == [False, True]
     retained = {b.name: list(OmegaConf.load(b / "config.yaml").train.retention.operators) for b in (plain, pairs)}
     assert retained == {"plain": [], "pairs": ["and", "or"]}
 

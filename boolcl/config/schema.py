@@ -88,6 +88,9 @@ class ScopeCfg:
     # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/not_plus.md: hidden markers)
     hide_markers: float = 0.0
     warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
+    # keep the head the warm-up fitted in the embedding cache (eval.cache_dir), keyed by everything it depends on:
+    # the soup's second run and a rerun of the same seed load it, to the bit, instead of fitting it (scope_cache.py)
+    warmup_cache: bool = True
     templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
     # wordings that join the same parts without excluding (and, or, as well as): all-ordinary practice; []: none
     contrast: list[str] = field(default_factory=lambda: list(CONTRAST_TEMPLATES))

@@ -35,7 +35,7 @@ from boolcl.retrieval import cache, packing
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
-from boolcl.train import checkpoint, decomposition, scope
+from boolcl.train import checkpoint, decomposition, scope, scope_cache
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.negation import QUESTION_TYPE as STATEMENT
@@ -193,12 +193,21 @@ def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, p
 
 
 def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
-    """Fit the scope head alone before the first step, as the recipe's train.scope says (scope.warm_up)."""
-    s = cfg.train.scope
-    return scope.warm_up(model, pooling.scope_pooling(model), without_statements(data.items),
-                         data.practice if s.warmup_practice else None, steps=s.warmup, lr=s.lr, seed=cfg.seed,
-                         prompt=query_prompt, until=s.warmup_until, rows=s.warmup_rows,
-                         hide_markers=s.hide_markers)
+    """Fit the scope head alone before the first step, as the recipe's train.scope says
+    (scope.py), or load the head an earlier run fitted from the same everything (scope_cache.py)."""
+    s, head = cfg.train.scope, pooling.scope_pooling(model)
+    drawn = scope.warm_up_rows(model, without_statements(data.items), data.practice if s.warmup_practice else None,
+                               seed=cfg.seed, prompt=query_prompt, rows=s.warmup_rows)
+    settings = {"steps": s.warmup, "lr": s.lr, "until": s.warmup_until, "hide_markers": s.hide_markers}
+
+    def fit() -> dict:
+        return scope.fit_head(model, head, drawn, **settings)
+
+    if not s.warmup_cache:
+        return fit()
+    folder = cache.folder(cfg.eval.cache_dir) / scope_cache.warmup_key(
+        model, drawn, settings | {"device": model.device.type})
+    return scope_cache.fitted(head, folder, fit, write=PartialState().is_main_process)
 
 
 @dataclass
@@ -257,7 +266,9 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
     if "scope_warmup" in mix:
         w = mix["scope_warmup"]
         print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
-              f"{w['token_accuracy']:.3f}, recall of the excluded tokens {w['recall_excluded'] or 0:.3f}", flush=True)
+              f"{w['token_accuracy']:.3f}, recall of the excluded tokens {w['recall_excluded'] or 0:.3f}"
+              + (f" (read from the cache, {w['cache']['folder']})" if w.get("cache", {}).get("read") else ""),
+              flush=True)
 
 
 # ---------------------------------------------------------------- loop helpers

@@ -11,9 +11,11 @@ spans from their templates, and `warm_up` fits the head alone before the first s
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,7 @@ from boolcl.pooling import EXCLUDED, MARKER, ORDINARY
 IGNORE = -100
 Span = tuple[tuple[int, int], tuple[int, int]]  # (marker, excluded part), in characters
 UNKNOWN = "unknown"  # a NOT question the rules cannot split: its row teaches nothing
+FIT_VERSION = 1  # raise it when fit_head's arithmetic changes: the cached heads (scope_cache.py) key on it
 
 
 def row_spans(texts: Sequence[str], is_not: Sequence[bool]) -> list[Span | None | str]:
@@ -239,24 +242,30 @@ def hidden_markers(x: torch.Tensor, y: torch.Tensor, tokens: torch.Tensor, ordin
     return x, y, rows
 
 
-def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: float, seed: int,
-            prompt: str | None = None, rows: int = 512, batch_size: int = 64, until: float = 0.0,
-            hide_markers: float = 0.0) -> dict:
-    """Fit the scope head alone on the frozen starting encoder's token embeddings, before training.
+@dataclass
+class WarmUpRows:
+    """What the warm-up fits the head on, drawn before any fitting: the rows tokenised as the
+    model reads them, their token labels, and the warm-up's generator, which goes on to draw the
+    batches' order and the hidden markers. `digest` names all of it (scope_cache.py keys on it)."""
 
-    The head starts from zero and the recipe has few steps: without this it is still unsure
-    where the exclusion lies when the run ends. The rows are the training questions (NOT ones
-    with their rules' spans) and practice sentences, at most `rows` of them; the encoder runs
-    once over them. A batch holds rows of one length only (at most `batch_size`), visited in a
-    random order each pass: without padding the GRU runs unpacked, and a packed GRU's backward
-    fills a gradient the size of the whole batch at every token (on the sample: the same head
-    quality, or better, in 40% less time than random batches of all lengths). With `until` > 0
-    it stops at the end of the first pass after which every class's recall reaches `until`: on
-    the sample that is about 5 passes, 150-180 of the 300 steps, after which the loss only
-    creeps down on rows the head already labels right. `steps` stays the most it takes.
-    With `hide_markers`, that share of the exclusion rows is read with its markers hidden
-    (`hidden_markers`); the stop check counts the rows as they are.
-    Returns the steps taken, the last loss and each class's recall on all the rows."""
+    texts: list[str]
+    features: dict[str, torch.Tensor]  # input_ids, attention_mask (prompt included)
+    labels: torch.Tensor
+    gen: torch.Generator
+
+    def digest(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        for x in (self.features["input_ids"], self.features["attention_mask"], self.labels):
+            h.update(str(tuple(x.shape)).encode())
+            h.update(x.to(torch.long).contiguous().numpy().tobytes())
+        h.update(self.gen.get_state().numpy().tobytes())
+        return h.hexdigest()
+
+
+def warm_up_rows(model, items, practice: ScopeSentences | None, *, seed: int, prompt: str | None = None,
+                 rows: int = 512) -> WarmUpRows:
+    """The training questions (NOT ones with their rules' spans) filled up with practice
+    sentences, at most `rows` of them, drawn by `seed`."""
     gen = torch.Generator().manual_seed(seed)
     texts = [it.query for it in items]
     spans = row_spans(texts, [it.question_type == "not" for it in items])
@@ -270,6 +279,34 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
     features = dict(model.tokenizer([prompt + t for t in texts], padding=True, truncation=True,
                                     max_length=model.max_seq_length, return_tensors="pt", return_offsets_mapping=True))
     labels = token_labels(spans, features.pop("offset_mapping"), features["attention_mask"], len(prompt))
+    return WarmUpRows(texts, features, labels, gen)
+
+
+def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: float, seed: int,
+            prompt: str | None = None, rows: int = 512, batch_size: int = 64, until: float = 0.0,
+            hide_markers: float = 0.0) -> dict:
+    """Fit the scope head alone on the frozen starting encoder's token embeddings, before training
+    (`warm_up_rows`, then `fit_head`)."""
+    drawn = warm_up_rows(model, items, practice, seed=seed, prompt=prompt, rows=rows)
+    return fit_head(model, head, drawn, steps=steps, lr=lr, batch_size=batch_size, until=until,
+                    hide_markers=hide_markers)
+
+
+def fit_head(model, head, drawn: WarmUpRows, *, steps: int, lr: float, batch_size: int = 64, until: float = 0.0,
+             hide_markers: float = 0.0) -> dict:
+    """Fit the scope head alone on the frozen starting encoder's token embeddings of `drawn`.
+
+    The head starts from zero and the recipe has few steps: without this it is still unsure
+    where the exclusion lies when the run ends. The encoder runs once over the rows. A batch
+    holds rows of one length only (at most `batch_size`), visited in a random order each pass:
+    without padding the GRU runs unpacked, and a packed GRU's backward fills a gradient the size
+    of the whole batch at every token (on the sample: the same head quality, or better, in 40%
+    less time than random batches of all lengths). With `until` > 0 it stops at the end of the
+    first pass after which every class's recall reaches `until`; `steps` stays the most it takes.
+    With `hide_markers`, that share of the exclusion rows is read with its markers hidden
+    (`hidden_markers`); the stop check counts the rows as they are.
+    Returns the steps taken, the last loss and each class's recall on all the rows."""
+    gen, features, labels = drawn.gen, drawn.features, drawn.labels
     device = next(head.parameters()).device
     tokens = frozen_tokens(model[0], features, batch_size, device)
     mask, labels = features["attention_mask"].to(device), labels.to(device)
@@ -307,5 +344,6 @@ def warm_up(model, head, items, practice: ScopeSentences, *, steps: int, lr: flo
                         break
                     recall = None
                 hits.zero_(), seen.zero_()
+    optimizer.zero_grad(set_to_none=True)  # the last step's gradient would be added to training's first (until session 27)
     recall = recall or class_recall(head, tokens, mask, labels, batches)
-    return {"rows": len(texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()), **recall}
+    return {"rows": len(drawn.texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()), **recall}
