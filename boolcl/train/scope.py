@@ -344,6 +344,7 @@ def fit_head(model, head, drawn: WarmUpRows, *, steps: int, lr: float, batch_siz
                         break
                     recall = None
                 hits.zero_(), seen.zero_()
-    optimizer.zero_grad(set_to_none=True)  # the last step's gradient would be added to training's first (until session 27)
+    optimizer.zero_grad(set_to_none=True)  # left on the head, training's first step added it (until session 27)
     recall = recall or class_recall(head, tokens, mask, labels, batches)
-    return {"rows": len(drawn.texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()), **recall}
+    return {"rows": len(drawn.texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()),
+            **recall}
