@@ -53,11 +53,11 @@ def cache_key(model_fp: str, corpus_fp: str, settings: dict) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
-def _checksum(data: bytes) -> str:
+def checksum(data: bytes) -> str:
     return "blake2b:" + hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _sum_path(path: Path) -> Path:
+def sum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sum")
 
 
@@ -67,7 +67,7 @@ def _write_shard(path: Path, array: np.ndarray) -> None:
     np.save(buf, array)
     data = buf.getvalue()
     atomic_write_bytes(path, data)
-    atomic_write_text(_sum_path(path), _checksum(data) + "\n")
+    atomic_write_text(sum_path(path), checksum(data) + "\n")
 
 
 def _read_shard(path: Path, rows: int) -> tuple[np.ndarray | None, str | None]:
@@ -76,12 +76,12 @@ def _read_shard(path: Path, rows: int) -> tuple[np.ndarray | None, str | None]:
         return None, None
     try:
         data = path.read_bytes()
-        expected = _sum_path(path).read_text().strip()
+        expected = sum_path(path).read_text().strip()
     except FileNotFoundError:
         return None, "has no checksum (written by an older boolcl, or the run stopped before the checksum)"
     except OSError as err:
         return None, f"cannot be read ({err})"
-    if _checksum(data) != expected:
+    if checksum(data) != expected:
         return None, "does not match its checksum (corrupted)"
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)

@@ -14,7 +14,6 @@ again, with a warning, as a damaged shard of the embedding cache is encoded agai
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from collections.abc import Callable
@@ -25,11 +24,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 from boolcl.files import atomic_write_bytes, atomic_write_text
-from boolcl.retrieval.cache import cache_key
+from boolcl.retrieval.cache import cache_key, checksum, sum_path
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.train.scope import FIT_VERSION, WarmUpRows
 
-HEAD, SUM, REPORT = "head.safetensors", "head.safetensors.sum", "warmup.json"
+HEAD, REPORT = "head.safetensors", "warmup.json"
 
 
 def warmup_key(model, drawn: WarmUpRows, settings: dict) -> str:
@@ -42,21 +41,17 @@ def warmup_key(model, drawn: WarmUpRows, settings: dict) -> str:
     return cache_key(identity, drawn.digest(), settings)
 
 
-def _checksum(data: bytes) -> str:
-    return "blake2b:" + hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
 def _read(folder: Path, head: torch.nn.Module) -> tuple[dict | None, str | None]:
     """The stored report after loading the stored weights into `head`, or None and why the entry
     cannot be used (None, None: there is no complete entry)."""
     if not (folder / REPORT).is_file():
         return None, None
     try:
-        data, expected = (folder / HEAD).read_bytes(), (folder / SUM).read_text().strip()
+        data, expected = (folder / HEAD).read_bytes(), sum_path(folder / HEAD).read_text().strip()
         report = json.loads((folder / REPORT).read_text())
     except (OSError, ValueError) as err:
         return None, f"cannot be read ({err})"
-    if _checksum(data) != expected:
+    if checksum(data) != expected:
         return None, "does not match its checksum (corrupted)"
     try:
         weights = load(data)
@@ -74,7 +69,7 @@ def _write(folder: Path, head: torch.nn.Module, report: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     data = save({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()})
     atomic_write_bytes(folder / HEAD, data)
-    atomic_write_text(folder / SUM, _checksum(data) + "\n")
+    atomic_write_text(sum_path(folder / HEAD), checksum(data) + "\n")
     atomic_write_text(folder / REPORT, json.dumps(report, indent=2) + "\n")
 
 
