@@ -27,8 +27,8 @@ other, on the same data, batch and seed, through the real `train()` loop. For ea
   first run on a pool) and with the one its run above filled (`warm`: the start table, which a
   later seed, variant or resume on the same pool and starting model reads, and the scope head
   its warm-up fitted, which the same seed reads again, as the soup's second run does:
-  train.cache_start_table, train.scope.warmup_cache); with `--repeat N`, N rounds that launch every variant in turn, and
-  the median of each (one launch swings by a second on a shared machine).
+  train.cache_start_table, train.scope.warmup_cache); with `--repeat N`, N rounds that launch
+  every variant in turn, and the median of each (one launch swings by a second on a shared machine).
 
 Every run here gets an embedding cache of its own in a temporary folder, never ~/.cache.
 
