@@ -4,7 +4,7 @@ A mean-pooled question "X other than Y" sits between X and Y, so the passage abo
 one it excludes, ranks near the top. Taking Y's tokens with a negative weight puts the
 question at about X - Y instead: with the untrained all-MiniLM-L6-v2 and the exclusion's
 tokens marked by the decomposer's rules, weight -1 on them and 0 on the marker words lowers
-NOT NegRecall@10 on the sample's held-out clusters from 99.2 to 43.3 (README: results).
+NOT NegRecall@10 on the sample's held-out clusters from 99.2 to 43.3.
 
 `ScopePooling` learns where the exclusion is: a small bidirectional GRU reads the contextual
 token embeddings and says, per token, whether it is ordinary, a negation marker or inside
@@ -89,7 +89,7 @@ class ScopePooling(Module):
         The head learns from rows whose tokens are mostly ordinary, and on exclusion words it
         never saw it is unsure: it gives the excluded part less probability than the ordinary
         class, or marks only some of it, so too little is subtracted. A shift lets an unsure
-        reading count (docs/not_plus.md: "A shift after training"). The trainer's scope loss and the
+        reading count (docs/method.md: "Scope pooling"). The trainer's scope loss and the
         diagnostics read the logits themselves, unshifted."""
         shift = self.shift if shift is None else shift
         if shift:
@@ -115,7 +115,7 @@ class ScopePooling(Module):
         mask = features["attention_mask"]
         logits = self.scope_logits(tokens, mask)
         # The shift is for retrieval (eval mode: encode(), evaluation, the saved model); training
-        # pools by the head's own probabilities, which is how the shift was measured (README).
+        # pools by the head's own probabilities, which is how the shift's value was measured.
         p = self.class_probabilities(logits, shift=0.0 if self.training else None)
         weight = self.token_weights(p, mask).to(tokens.dtype).unsqueeze(-1)
         n = mask.to(tokens.dtype).sum(1).unsqueeze(-1)

@@ -78,12 +78,12 @@ CONTRAST_TEMPLATES = [
     "{keep} that are about {drop}?", "{keep} that concern {drop}?", "{keep} such as {drop}?",
     "{keep}, but also {drop}?", "{keep} that have to do with {drop}?", "{keep}, counting {drop}?",
     # clauses that give a cause, a time or an addition: with markers hidden (train.scope.hide_markers) the head
-    # learnt that a second clause can exclude, and marked these too (docs/not_plus.md: "Hidden markers")
+    # learns that a second clause can exclude and would mark these too; here they are ordinary
     "{keep} because of {drop}?", "{keep}, since {drop}?", "{keep} when {drop}?", "{keep} after {drop}?",
     "{keep} while {drop}?", "{keep}, in addition to {drop}?", "{keep} only for {drop}?", "{keep} due to {drop}?",
     "{keep} before {drop}?", "{keep} so that {drop}?"
 ]
 
-# scripts/unseen_wordings.py: held-out wordings that none of the lists above (nor the sample) uses.
+# scripts/reproduce/unseen_wordings.py: held-out wordings that none of the lists above (nor the sample) uses.
 UNSEEN_WORDINGS = ["{keep}, disregarding {drop}?", "{keep}, omitting {drop}?", "{keep}, passing over {drop}?",
             "{keep}, but nothing about {drop}?", "{keep}, skipping {drop}?", "{keep}, with {drop} ruled out?"]

@@ -15,15 +15,16 @@ os.environ.setdefault("BOOLCL_CACHE", __import__("tempfile").mkdtemp(prefix="boo
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(name: str):
-    """scripts/NAME.py as a module, so a test calls its main(argv) in this process: a fresh
+def load_script(path: str):
+    """A script of the repository as a module, `path` relative to the root without `.py`
+    (`scripts/reproduce/ablation`), so a test calls its main(argv) in this process: a fresh
     interpreter per call spends about 5 s importing torch and sentence-transformers."""
     import importlib.util
     import sys
 
-    key = f"boolcl_scripts_{name}"
+    key = "boolcl_scripts_" + path.replace("/", "_")
     if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "scripts" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, ROOT / f"{path}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module  # a dataclass in the script looks its module up there
         spec.loader.exec_module(module)
@@ -40,7 +41,7 @@ def _make_tiny(root: Path, dropout: float) -> Path:
 
     torch.manual_seed(0)
     hf = root / "hf"
-    # BOOLCL_TEST_TOKENIZER: a tokenizer folder, where the packaged MiniLM is not installed (scripts/gpu_issue17.sh)
+    # BOOLCL_TEST_TOKENIZER: a tokenizer folder, for a machine where the packaged MiniLM is not installed
     tokenizer = AutoTokenizer.from_pretrained(os.environ.get("BOOLCL_TEST_TOKENIZER") or str(packaged_model_dir()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,

@@ -1,4 +1,4 @@
-"""scripts/bench_not_aware.py: what the NOT-aware additions cost, against the paper-style recipe.
+"""benchmarks/bench_not_aware.py: what the NOT-aware additions cost, against the paper-style recipe.
 
 Only the figures' structure is checked (which parts were timed, and the ratios' arithmetic),
 never a speed: timings belong in the benchmark's own output, not in a test."""
@@ -12,7 +12,7 @@ from conftest import ROOT
 
 def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(tiny_model_dir, tmp_path):
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_not_aware.py"), "--only", "paper-not",
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_not_aware.py"), "--only", "paper-not",
                            "not_plus", "--steps", "3", "--warmup", "1", "--batch", "8", "--launch", "--json", str(out),
                            f"model={tiny_model_dir}", "train.scope.warmup=4", "train.scope.warmup_rows=24"],
                           capture_output=True, text=True)

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
+from safetensors.numpy import load as load_arrays
+from safetensors.numpy import save as save_arrays
 
 from boolcl.cli import main
 from boolcl.retrieval.cache import encode_cached
@@ -28,7 +30,7 @@ def test_second_evaluation_reads_the_cache_and_a_lost_shard_is_redone(tiny_model
     second = _results(tmp_path / "b")
     assert second["settings"]["embedding_cache"]["encoded_here"] == 0 and second["headline"] == first["headline"]
     folder = next((tmp_path / "emb").iterdir())
-    (folder / "shard-00001.npy").unlink()  # as if killed during that shard
+    (folder / "shard-00001.safetensors").unlink()  # as if killed during that shard
     assert main([*args, f"out={tmp_path / 'c'}"]) == 0
     assert _results(tmp_path / "c")["settings"]["embedding_cache"]["encoded_here"] == 1
     assert _results(tmp_path / "c")["headline"] == first["headline"]
@@ -68,7 +70,7 @@ def test_two_processes_split_the_shards(tiny_model_dir, tmp_path):
     lines = [dict(kv.split("=") for kv in (tmp_path / f"rank{r}.txt").read_text().split()) for r in (0, 1)]
     assert sorted(int(x["encoded"]) for x in lines) == [2, 2]  # 4 shards of 3, 2 per process
     assert len({x["digest"] for x in lines}) == 1  # both read back the same embeddings
-    assert len(list((tmp_path / "c").glob("shard-*.npy"))) == 4
+    assert len(list((tmp_path / "c").glob("shard-*.safetensors"))) == 4
 
 
 def test_a_corrupted_shard_is_named_and_encoded_again(tiny_model_dir, small_set, tmp_path):
@@ -78,39 +80,41 @@ def test_a_corrupted_shard_is_named_and_encoded_again(tiny_model_dir, small_set,
     assert main([*args, f"out={tmp_path / 'a'}"]) == 0
     fresh = _results(tmp_path / "fresh")
     folder = next((tmp_path / "emb").iterdir())
-    shard = folder / "shard-00001.npy"
-    assert (folder / "shard-00001.npy.sum").read_text().startswith("blake2b:")
+    shard = folder / "shard-00001.safetensors"
     good = shard.read_bytes()
     damaged = {"one byte flipped": good[:-3] + bytes([good[-3] ^ 0x01]) + good[-2:],
-               "truncated": good[:len(good) // 2]}
+               "truncated": good[:len(good) - 20]}
     for name, data in damaged.items():
         shard.write_bytes(data)
-        with pytest.warns(UserWarning, match=r"shard-00001\.npy does not match its checksum") as caught:
+        with pytest.warns(UserWarning, match=r"shard-00001\.safetensors does not match its checksum") as caught:
             assert main([*args, f"out={tmp_path / 'b'}"]) == 0
         assert sum("embedding cache" in str(w.message) for w in caught) == 1, name  # only that shard
         res = _results(tmp_path / "b")
         assert res["settings"]["embedding_cache"]["encoded_here"] == 1, name
         assert res["headline"] == fresh["headline"], name
         assert (tmp_path / "b" / "run.trec").read_text() == (tmp_path / "fresh" / "run.trec").read_text(), name
-        assert shard.read_bytes() == good, name  # rewritten, with the same vectors
+        assert (load_arrays(shard.read_bytes())["embeddings"] == load_arrays(good)["embeddings"]).all(), name
     with warnings.catch_warnings():  # repaired: read again without a word
         warnings.simplefilter("error")
         assert main([*args, f"out={tmp_path / 'c'}"]) == 0
     assert _results(tmp_path / "c")["settings"]["embedding_cache"]["encoded_here"] == 0
 
 
-def test_a_shard_without_checksum_is_encoded_again(tiny_model_dir, tmp_path):
-    """Shards from an older boolcl (or a run killed between shard and checksum) are not trusted."""
+def test_a_shard_without_key_or_checksum_is_encoded_again(tiny_model_dir, tmp_path):
+    """Shards from an older boolcl (no key or checksum in their metadata, or .npy files) are not trusted."""
     model = load_model(str(tiny_model_dir))
     texts = [f"text {i}" for i in range(7)]
     fresh, _ = encode_cached(lambda ts: encode(model, ts, show_progress=False), texts, tmp_path / "c", shard_size=3)
-    (tmp_path / "c" / "shard-00002.npy.sum").unlink()
-    np.save(tmp_path / "c" / "shard-00000.npy", np.zeros((3, fresh.shape[1]), np.float32))  # wrong vectors
-    (tmp_path / "c" / "shard-00000.npy.sum").unlink()  # as an older boolcl left it
-    with pytest.warns(UserWarning, match=r"has no checksum") as caught:
+    zeros = np.zeros((3, fresh.shape[1]), np.float32)  # wrong vectors, the right shape
+    (tmp_path / "c" / "shard-00000.safetensors").write_bytes(save_arrays({"embeddings": zeros}))
+    (tmp_path / "c" / "shard-00002.safetensors").write_bytes(
+        save_arrays({"embeddings": zeros[:1]}, metadata={"key": "c", "shard": "2"}))
+    np.save(tmp_path / "c" / "shard-00001.npy", zeros)  # the older layout: never read
+    with pytest.warns(UserWarning, match=r"has no checksum or key") as caught:
         again, info = encode_cached(lambda ts: encode(model, ts, show_progress=False), texts, tmp_path / "c",
                                     shard_size=3)
     named = sorted(Path(str(w.message).split()[2]).name for w in caught if "embedding cache" in str(w.message))
-    assert named == ["shard-00000.npy", "shard-00002.npy"]
+    assert named == ["shard-00000.safetensors", "shard-00002.safetensors"]
     assert info["encoded_here"] == 2 and (again == fresh).all()
-    assert (tmp_path / "c" / "shard-00000.npy.sum").is_file() and (tmp_path / "c" / "shard-00002.npy.sum").is_file()
+    _, info = encode_cached(lambda ts: 1 / 0, texts, tmp_path / "c", shard_size=3)  # rewritten: all read
+    assert info["encoded_here"] == 0

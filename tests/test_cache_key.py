@@ -1,4 +1,4 @@
-"""The embedding cache's key follows everything that changes a vector (issue 15, hole 2).
+"""The embedding cache's key follows everything that changes a vector .
 
 Each case changes one thing about the tiny model (a tokenizer file, an added token, the
 pooling mode, Normalize, the scope head's drop, a prompt, the max length, the precision),
@@ -149,7 +149,7 @@ def test_query_prompt_changes_the_recorded_identity_not_the_corpus_entry(tiny_mo
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_minilm_resaved_with_cls_pooling_does_not_read_the_mean_pooled_cache(small_set, tmp_path):
-    """The issue's case: same weights, CLS instead of mean pooling, one cache."""
+    """A model re-saved with CLS pooling: same weights, another pooling, so another cache key."""
     _, Pooling, _ = _modules()
     mean_dir = shutil.copytree(packaged_model_dir(), tmp_path / "minilm")
     model = load_model(str(mean_dir))

@@ -48,17 +48,18 @@ def test_trained_run_card_names_base_recipe_data_and_objective(run, tiny_model_d
     assert "base_model" not in meta  # a local folder is no hub id; the boolcl block names it
     b = meta["boolcl"]
     assert b["recipe"] == "tiny" and b["run"] == run_dir.name
-    assert b["base_model"]["spec"] == str(tiny_model_dir)
+    assert b["base_model"]["spec"] == tiny_model_dir.name  # a local folder by its name; the fingerprint says which
     assert b["base_model"]["fingerprint"] == load_eval_model(str(tiny_model_dir), cfg)[1]["fingerprint"]
     assert b["overrides"]["train.lr"] == 1e-4 and b["overrides"]["train.max_steps"] == 2
+    assert b["overrides"]["train.boolean"] == pool.name and b["overrides"]["out"] == "run"
     assert "train.epochs" not in b["overrides"]  # the recipe's own value is no override
-    assert b["data"]["files"][str(pool)]["sha256"] == hashlib.sha256(pool.read_bytes()).hexdigest()
-    assert b["data"]["per_operator"][str(pool)] == {"not": 2, "simple": 2}
+    assert b["data"]["files"][pool.name]["sha256"] == hashlib.sha256(pool.read_bytes()).hexdigest()
+    assert b["data"]["per_operator"][pool.name] == {"not": 2, "simple": 2}
     assert b["data"]["mix"]["boolean"]["examples"] == 2
     assert b["objective"] == {"contrastive": {"loss": "infonce", "weight": 1.0, "scale": None, "hard_negatives": 1}}
     assert b["training"]["steps"] == 2 and b["training"]["precision"] == "no" and b["training"]["processes"] == 1
     assert "model-index" not in meta  # not scored yet
-    assert "## boolcl training run" in body and str(pool) in body and "## Model Details" in body
+    assert "## boolcl training run" in body and f"`{pool.name}`" in body and "## Model Details" in body
     # the intermediate checkpoint describes itself too, at its own step
     (ckpt,) = run_dir.glob("checkpoint-*")
     assert front_matter(ckpt / "README.md")[0]["boolcl"]["training"]["steps"] == 1
@@ -66,6 +67,46 @@ def test_trained_run_card_names_base_recipe_data_and_objective(run, tiny_model_d
     for f in run_dir.rglob("*"):
         if f.is_file():
             assert SECRET.encode() not in f.read_bytes(), f
+
+
+def machine_paths(card: str, *roots) -> list[str]:
+    """The absolute paths of `roots` (and any folder under them) that a card's text still names."""
+    return [str(r) for r in roots if str(r) in card]
+
+
+def test_card_names_files_by_name_and_hash_not_by_this_machines_paths(tiny_model_dir, pool, tmp_path, small_set):
+    """A card is published: the bundled sample and a pool of one's own are named by file name and
+    sha256, and no absolute path of the training machine (checkout, temp folders) is left in it."""
+    from boolcl.data.loaders import SAMPLE_DIR
+    from boolcl.train.loop import train
+
+    out = tmp_path / "published"
+    args = overrides(tiny_model_dir, pool, out, small_set)
+    args[args.index(f"train.boolean={pool}")] = "train.boolean=sample"  # the demo's pool: the bundled sample
+    args += ["train.max_steps=1", "train.save_every=0", f"train.eval_data=[sample,{small_set}]"]
+    run_dir = train(compose(args))
+    text = (run_dir / "README.md").read_text(encoding="utf-8")
+    leaked = machine_paths(text, SAMPLE_DIR, SAMPLE_DIR.parents[2], tiny_model_dir, pool.parent, small_set, tmp_path)
+    assert not leaked, f"the card names this machine's paths {leaked}"
+    files = front_matter(run_dir / "README.md")[0]["boolcl"]["data"]["files"]
+    want = {"sample/train.jsonl": SAMPLE_DIR / "train.jsonl", "sample/corpus.jsonl": SAMPLE_DIR / "corpus.jsonl",
+            "pool/train.jsonl": pool, "pool/corpus.jsonl": pool.with_name("corpus.jsonl")}
+    assert {name: f["sha256"] for name, f in files.items()} == {
+        name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in want.items()}
+    assert all(f"`{name}`" in text for name in want)  # the card's table names them as the front matter does
+
+
+def test_public_values_and_short_names():
+    from boolcl.retrieval.card import public, short_names
+
+    assert public("/home/me/runs/not-s1") == "not-s1"
+    assert public("nevir:/data/sets/nevir") == "nevir:nevir"
+    assert public(["sample", "/x/y/eval"]) == ["sample", "eval"]
+    for kept in ("generated/not.jsonl", "mteb/scifact", "http://127.0.0.1:8000/v1", "sample", "offline-default"):
+        assert public(kept) == kept
+    assert short_names(["/a/b/train.jsonl", "/a/c/train.jsonl", "/a/c/corpus.jsonl", "sample"]) == {
+        "/a/b/train.jsonl": "b/train.jsonl", "/a/c/train.jsonl": "c/train.jsonl",
+        "/a/c/corpus.jsonl": "corpus.jsonl", "sample": "sample"}
 
 
 def test_evaluate_puts_results_json_into_model_index(run, tmp_path, tiny_model_dir):

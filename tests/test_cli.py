@@ -1,13 +1,32 @@
+import importlib
+import importlib.metadata
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ir_measures
 import pytest
 
-from boolcl.cli import main
+from boolcl.cli import build_parser, main
+from boolcl.config import available_recipes, compose
+from boolcl.config.inputs import check_training_inputs
+from boolcl.errors import ConfigError
 
 SUBCOMMANDS = ["generate", "train", "evaluate", "compare", "decompose", "demo", "explain", "config"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None, entry: tuple[str, ...] = ("-m", "boolcl.cli"), timeout: int = 60):
+    """The real command in a process of its own, with -X importtime, so that the test can see every module it
+    imported. Returns (exit code, stdout, the stderr lines that are not import times, imported module names)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run([sys.executable, "-X", "importtime", *entry, *args], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    imported = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    said = [line for line in res.stderr.splitlines() if not line.startswith("import time:")]
+    return res.returncode, res.stdout, said, imported
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
@@ -114,7 +133,7 @@ def test_max_corpus_keeps_labelled_passages_and_says_so(tiny_model_dir, small_se
 def test_table2_script_stops_offline_and_says_why():
     from conftest import ROOT
 
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "table2.py")], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce" / "table2.py")], capture_output=True, text=True,
                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"}, timeout=60)
     assert res.returncode == 2 and "hub is not reachable (HF_HUB_OFFLINE is set)" in res.stderr
     assert "nothing was run" in res.stderr
@@ -134,3 +153,196 @@ def test_decompose_writes_both_variants_and_compare_reads_them(tiny_model_dir, s
                  f"out={tmp_path / 'cmp'}"]) == 0
     names = [r["name"] for r in json.loads((tmp_path / "cmp" / "compare.json").read_text())["runs"]]
     assert len(names) == 3 and len(set(names)) == 3
+
+
+def test_version_is_the_installed_package_version():
+    code, out, said, _ = cli("--version")
+    assert code == 0 and out.strip() == f"boolcl {importlib.metadata.version('boolcl')}"
+
+
+def test_recipes_lists_every_recipe_with_its_description():
+    code, out, said, imported = cli("recipes")
+    assert code == 0 and "torch" not in imported
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert sorted(lines) == available_recipes() and "_paper" not in lines
+    assert "NOT-aware recipe at the paper's scale" in lines["not_plus"]
+    assert lines["not"].startswith("The paper's Boolean contrastive continual training on NOT questions")
+    assert all(text.strip() for text in lines.values())
+
+
+def _recipes_folder(tmp_path, recipes: dict[str, str]) -> Path:
+    (tmp_path / "recipe").mkdir()
+    for name, text in recipes.items():
+        (tmp_path / "recipe" / f"{name}.yaml").write_text(text)
+    return tmp_path
+
+
+def test_recipe_description_is_the_opening_clause_of_its_comment(tmp_path, monkeypatch):
+    compose_module = importlib.import_module("boolcl.config.compose")  # the package exports a function of that name
+
+    folder = _recipes_folder(tmp_path, {
+        "mine": "# @package _global_\n# My recipe (e.g. for a test: two words) on\n# two lines: the rest. More.\n"
+                "name: mine\n",
+        "plain": "# A recipe, i.e. one without a colon. Another sentence.\nname: plain\n",
+        "bare": "name: bare\n# a comment after the first key is not the description\n",
+        "_base": "# a shared base, not a recipe\n"})
+    monkeypatch.setattr(compose_module, "recipes_dir", lambda: folder)
+    assert compose_module.recipe_summaries() == {
+        "bare": "", "mine": "My recipe (e.g. for a test: two words) on two lines",
+        "plain": "A recipe, i.e. one without a colon"}
+
+
+def test_help_lists_the_recipes_that_exist(tmp_path, monkeypatch):
+    compose_module = importlib.import_module("boolcl.config.compose")  # the package exports a function of that name
+
+    code, out, _, imported = cli("--help")
+    assert code == 0 and "torch" not in imported
+    flat = " ".join(out.split())
+    assert f"({', '.join(available_recipes())};" in flat  # every recipe, not_plus and not_plus_tiny among them
+    folder = _recipes_folder(tmp_path, {"brand_new": "# a recipe added by a user\nname: brand_new\n"})
+    monkeypatch.setattr(compose_module, "recipes_dir", lambda: folder)
+    assert "(brand_new;" in build_parser().format_help()
+
+
+@pytest.mark.parametrize("args", [
+    ["evaluate"], ["evaluate", "data=sample"], ["train"], ["train", "train.lr=1e-5"], ["generate"], ["decompose"],
+    ["compare", "data=sample"], ["interpolate", "A", "--weight", "0.5"], ["explain", "MODEL"]],
+    ids=lambda a: "-".join(a))
+def test_a_missing_argument_prints_usage_and_computes_nothing(args):
+    code, out, said, imported = cli(*args)
+    assert code == 2 and said[0].startswith(f"usage: boolcl {args[0]}")
+    assert said[-1].startswith(f"boolcl {args[0]}: error: ")
+    assert "torch" not in imported
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "recipe=nope"], "unknown recipe 'nope'; available recipes: all, and"),
+    (["train", "recipe=tiny", "train.bach_size=2"], "did you mean train.batch_size?"),
+    (["train", "recipe=tiny", "train.lr=abc"], "train.lr: expected a float, got 'abc'"),
+    (["train", "recipe=tiny", "train.lr=-1"], "train.lr"),  # validate.py words the range
+    (["evaluate", "offline-default", "data=sample", "eval.k=ten"], "eval.k: expected an integer, got 'ten'"),
+    (["demo", "recipe=nope"], "unknown recipe 'nope'"),
+    (["generate", "recipe=nope"], "unknown recipe 'nope'"),
+    (["decompose", "recipe=not", "decompose.soft_rule=x"], "decompose.soft_rule"),
+    (["explain", "MODEL", "question", "recipe=nope"], "unknown recipe 'nope'"),
+    (["compare", "a", "b", "compare.alpha=x"], "compare.alpha: expected a float, got 'x'")],
+    ids=lambda a: "-".join(a) if isinstance(a, list) else "")
+def test_a_wrong_recipe_key_or_value_is_refused_before_torch_is_imported(args, message):
+    code, out, said, imported = cli(*args)
+    assert code == 2 and len(said) == 1 and said[0].startswith(f"boolcl {args[0]}: ConfigError: ")
+    assert message in said[0]
+    assert "torch" not in imported, "the config was checked after torch was imported"
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("train.lr=abc", "train.lr: expected a float, got 'abc'"),
+    ("train.batch_size=1.5", "train.batch_size: expected an integer, got '1.5'"),
+    ("train.compile=maybe", "train.compile: expected true or false, got 'maybe'"),
+    ("train.operators=not", "train.operators: expected a list such as [a,b], got 'not'"),
+    ("train.original_size=abc", "train.original_size: expected an integer or null, got 'abc'"),
+    ("eval.k=null", "eval.k: expected an integer, got 'null'"),
+    ("train.exclusion=3", "train.exclusion: expected a section (set its keys one by one, e.g. train.exclusion.weight"),
+    ("train.lr=[", "cannot parse 'train.lr=['")])
+def test_a_value_of_the_wrong_type_names_the_type_expected(override, expected, capsys):
+    assert main(["config", "recipe=not", override]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("entry", [("-m", "boolcl.cli", "train"), ("-m", "boolcl.train"), (str(ROOT / "train.py"),)],
+                         ids=["boolcl-train", "python-m-boolcl.train", "train.py"])
+def test_train_names_the_command_that_makes_a_missing_training_file(entry, tmp_path):
+    prog = {"-m boolcl.cli train": "boolcl train", "-m boolcl.train": "python -m boolcl.train"}.get(
+        " ".join(entry), "train.py")
+    code, out, said, imported = cli("recipe=not", cwd=tmp_path, entry=entry)
+    assert code == 2 and said == [f"{prog}: ConfigError: train.boolean: generated/not.jsonl (looked up in {tmp_path}) "
+                                  f"does not exist; make it with `boolcl generate recipe=not`, or set train.boolean "
+                                  f"to a JSONL file of training examples, sample (the bundled pool) or none"]
+    assert "torch" not in imported, "the training files were checked after torch was imported"
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["recipe=not_plus"], "generated/all.jsonl (looked up in {cwd}) does not exist; make it with "
+                          "`boolcl generate recipe=all`"),
+    (["recipe=not", "train.boolean=mine/bool.jsonl"], "make it with `boolcl generate recipe=not out=mine/bool.jsonl`"),
+    (["recipe=tiny", "train.boolean=generated"], "train.boolean: generated is a folder"),
+    (["recipe=tiny", "train.original=/no/such/original.jsonl"],
+     "train.original: /no/such/original.jsonl does not exist; set train.original to a JSONL file"),
+    (["recipe=tiny", "train.negation.pairs=4", "train.negation.source=./pairs.json"],
+     "train.negation.source: ./pairs.json (looked up in {cwd}) does not exist"),
+    (["recipe=tiny", "train.resume=checkpoint-7"], "train.resume: checkpoint-7 (looked up in {cwd}) is not a folder")])
+def test_training_files_are_checked_before_any_model_loads(overrides, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "generated").mkdir()
+    with pytest.raises(ConfigError) as e:
+        check_training_inputs(compose(overrides))
+    assert message.format(cwd=tmp_path) in str(e.value)
+
+
+def test_training_files_that_exist_pass(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "all.jsonl").write_text("")
+    (tmp_path / "original.jsonl").write_text("")
+    (tmp_path / "checkpoint-7").mkdir()
+    check_training_inputs(compose(["recipe=not_plus", "train.original=original.jsonl"]))
+    check_training_inputs(compose(["recipe=tiny", "train.resume=checkpoint-7"]))
+    check_training_inputs(compose(["recipe=tiny", "train.negation.pairs=4", "train.negation.source=written"]))
+    check_training_inputs(compose(["recipe=tiny", "train.negation.pairs=4",
+                                   "train.negation.source=orionweller/NevIR"]))  # a hub id: the loader's to find
+
+
+def _moved_copy(model_dir: Path, to: Path) -> Path:
+    """`model_dir` with its weights moved a little, as a trained model would be."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, to)
+    weights = load_file(str(to / "model.safetensors"))
+    save_file({k: v + 0.01 if v.is_floating_point() else v for k, v in weights.items()}, str(to / "model.safetensors"))
+    return to
+
+
+def test_interpolate_writes_to_out_like_every_other_subcommand(tiny_model_dir, tmp_path, capsys):
+    trained = _moved_copy(tiny_model_dir, tmp_path / "trained")
+    assert main(["interpolate", str(trained), str(tiny_model_dir), "--weight", "0.5", f"out={tmp_path / 'a'}"]) == 0
+    assert main(["interpolate", "--weight", "0.25", str(trained), str(tiny_model_dir), f"out={tmp_path / 'c'}"]) == 0
+    from safetensors.torch import load_file
+
+    base = load_file(str(tiny_model_dir / "model.safetensors"))
+    for name, weight in (("a", 0.5), ("c", 0.25)):
+        record = json.loads((tmp_path / name / "interpolation.json").read_text())
+        assert record["weight"] == weight and record["other"] == str(tiny_model_dir)
+        mixed = load_file(str(tmp_path / name / "model.safetensors"))
+        assert all((mixed[k] - base[k] - weight * 0.01).abs().max() < 1e-6 for k in base if base[k].is_floating_point())
+    capsys.readouterr()
+    assert main(["interpolate", str(trained), str(tiny_model_dir), "--weight", "0.5", f"out={tmp_path / 'd'}",
+                 "recipe=not"]) == 2
+    assert "interpolate takes out=DIR and overwrite=true|false, not recipe=not" in capsys.readouterr().err
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("a user's file")
+    assert main(["interpolate", str(trained), str(tiny_model_dir), "--weight", "0.5", f"out={tmp_path / 'mine'}"]) == 2
+    assert "overwrite=true" in capsys.readouterr().err and not (tmp_path / "mine" / "model.safetensors").exists()
+    assert main(["interpolate", str(trained), str(tiny_model_dir), "--weight", "0.5", f"out={tmp_path / 'mine'}",
+                 "overwrite=true"]) == 0
+    assert (tmp_path / "mine" / "model.safetensors").is_file()
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "a user's file"
+    assert main(["interpolate", str(trained), str(tiny_model_dir), "--weight", "0.5", f"out={tmp_path / 'd'}",
+                 "--out", str(tmp_path / "e")]) == 2
+    assert "give out=DIR once" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists() and not (tmp_path / "e").exists()
+
+
+def test_interpolate_help_says_it_takes_out_and_no_recipe():
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["interpolate"].format_help().split())
+    assert "out=DIR" in text and "--out" not in text and "It takes no recipe or config keys" in text
+    top = " ".join(build_parser().format_help().split())
+    assert "every subcommand" not in top and "interpolate take" not in top
+
+
+def test_train_module_and_shim_print_usage_without_arguments(tmp_path):
+    for entry in (("-m", "boolcl.train"), (str(ROOT / "train.py"),)):
+        code, out, said, imported = cli(cwd=tmp_path, entry=entry)
+        assert code == 2 and said[0].startswith("usage: ") and "say what to train: recipe=NAME" in said[-1]
+        assert "torch" not in imported and not list(tmp_path.iterdir())

@@ -119,7 +119,7 @@ def test_large_query_sets_stay_vectorised_and_chunked():
     assert p == pytest.approx(1 / 1001)
 
 
-# ---------------------------------------------------------------- helpers: real results.json files
+# ---------------------------------------------------------------- real results.json files, written by evaluate
 
 TYPES = {f"q{i:02d}": ("and", "or", "not")[i % 3] for i in range(60)}
 K = 10

@@ -57,7 +57,7 @@ def test_unknown_key_lists_the_keys_and_suggests():
 
 
 @pytest.mark.parametrize("override,message", [
-    ("train.batch_size=0", "train.batch_size must be >= 1"),
+    ("train.batch_size=0", "train.batch_size=0 must be >= 1"),
     ("similarity=manhattan", "similarity='manhattan' is not one of"),
     ("train.operators=[xor]", "train.operators"),
     ("train.lr=abc", "lr"),  # type error from the structured schema

@@ -99,7 +99,7 @@ def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_mode
              Item("not r", ["d"], ["D"], ["c"], ["C"], "not", n_explicit=1, target=t1)]
     ds = ItemDataset(items, 1, synthetic=[("syn 0?", s0), ("syn 1?", s1)], synthetic_per_item=1)
     batch = Collator(tok, 16, 1, pairs=True, decomposition=True)([ds[i] for i in range(3)])
-    # rows: 3 items, 1 plain question (item 0), then one synthetic wording per item
+    # rows: 3 items, 1 plain question (the first item's), then one synthetic wording per item
     assert batch.query_features["input_ids"].shape[0] == 3 + 1 + 3
     assert batch.distill_rows.tolist() == [0, 2, 4, 5, 6]
     assert batch.distill_targets[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 2.0]  # synthetic 0, 1, 0 in turn
@@ -120,3 +120,12 @@ def test_decomposition_config_errors_name_the_key():
         compose(["recipe=not_plus_tiny", "train.decomposition.templates=['{keep} only']"])
     with pytest.raises(ConfigError, match="infonce only"):
         compose(["recipe=tiny", "train.loss=margin_mse", "train.decomposition.weight=1"])
+
+
+def test_decomposition_targets_without_the_start_are_refused(tiny_model_dir):
+    from boolcl.train import loop
+
+    cfg = compose(["recipe=not_plus_tiny", f"model={tiny_model_dir}", "train.eval_every=0", "train.negation.pairs=0"])
+    model, _ = loop.build_model(cfg)
+    with pytest.raises(ValueError, match="needs `start`"):
+        loop.build_data(cfg, model, cfg.train.batch_size, None, None)

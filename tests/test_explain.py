@@ -99,5 +99,6 @@ def test_cli_explain(tiny_model_dir, small_set, capsys):
     assert main(["explain", str(tiny_model_dir), NOT_Q, f"data={small_set}", "eval.cache=false"]) == 0
     printed = capsys.readouterr().out
     assert "no scope head" in printed and "d1" in printed
-    with pytest.raises(SystemExit, match="expected key=value overrides"):
+    with pytest.raises(SystemExit) as exit_:
         main(["explain", str(tiny_model_dir), NOT_Q, "data"])
+    assert exit_.value.code == 2 and "expected key=value overrides, got data" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""scripts/generalisation.py end to end on a tiny model: every variant trained once, scored on each
+"""scripts/reproduce/generalisation.py end to end on a tiny model: every variant trained once, scored on each
 data set (the sample, a NevIR-like and a BIRCO-like set written here), compare tables whose figures
 are the runs' own, a summary, a rerun that trains and scores nothing, an absent set skipped."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ PAIRS = [  # doc1 answers q1, doc2 answers q2
 
 
 def script_module():
-    return load_script("generalisation")
+    return load_script("scripts/reproduce/generalisation")
 
 
 def write_birco(root: Path) -> Path:

@@ -95,3 +95,38 @@ def test_evaluate_the_packaged_model_on_the_sample(installed, tmp_path):
     assert results["data"]["questions"] == 300 and results["data"]["passages"] == 564
     assert 0 < results["headline"]["MRR@10/ALL"] <= 100
     assert f"{results['headline']['MRR@10/ALL']:.2f}" in res.stdout
+
+
+def test_version_and_recipes_come_from_the_installed_package(installed, tmp_path):
+    res = run(installed, tmp_path, "python", "-c",
+              "import importlib.metadata; print(importlib.metadata.version('boolcl'))")
+    assert res.returncode == 0, res.stderr
+    version = res.stdout.strip()
+    res = run(installed, tmp_path, "boolcl", "--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"boolcl {version}", res.stdout + res.stderr
+    res = run(installed, tmp_path, "boolcl", "recipes")
+    assert res.returncode == 0, res.stderr
+    shipped = sorted(p.stem for p in (ROOT / "recipes" / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
+    assert [line.split()[0] for line in res.stdout.splitlines()] == shipped
+    assert str(installed) in res.stderr  # the recipe files it read are the wheel's
+
+
+def test_the_training_entry_point_is_installed(installed, tmp_path):
+    res = run(installed, tmp_path, "python", "-m", "boolcl.train", "--help")
+    assert res.returncode == 0 and "accelerate launch -m boolcl.train recipe=not" in res.stdout, res.stderr
+    res = run(installed, tmp_path, "boolcl-train")
+    assert res.returncode == 2 and res.stderr.startswith("usage: boolcl-train"), res.stderr
+    res = run(installed, tmp_path, "boolcl-train", "recipe=not")
+    assert res.returncode == 2 and "make it with `boolcl generate recipe=not`" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_accelerate_launch_trains_from_the_wheel(installed, tmp_path):
+    """`accelerate launch -m boolcl.train`, the multi-GPU command, run here as one CPU process for one step."""
+    res = run(installed, tmp_path, "python", "-m", "accelerate.commands.launch", "--num_processes", "1",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--cpu",
+              "-m", "boolcl.train", "recipe=tiny", "train.max_steps=1", "train.batch_size=2", "train.max_length=32",
+              "train.eval_every=0", "train.report_to=[]", "out=run")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "saved run" in res.stdout
+    assert (tmp_path / "run" / "model.safetensors").is_file() and (tmp_path / "run" / "config.yaml").is_file()

@@ -1,15 +1,17 @@
 """boolcl interpolate: a model part of the way back to its start, weight by weight."""
 import json
 import re
+import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from boolcl.cli import main
-from boolcl.errors import ModelError
+from boolcl.errors import ConfigError, ModelError
+from boolcl.files import TEMP_MARK
 from boolcl.pooling import install, scope_pooling
-from boolcl.retrieval.interpolate import interpolate_state
+from boolcl.retrieval.interpolate import interpolate_folders, interpolate_state
 from boolcl.retrieval.models import load_model
 
 TEXTS = ["Which string instruments are there, other than the ones that are plucked?",
@@ -164,3 +166,109 @@ def test_bad_parts_fail_clearly_and_write_nothing(tiny_model_dir, tmp_path, caps
                         *[a for p in parts for a in ("--part", p)], "--out", tmp_path / "x")
     assert code == 2 and re.search(message, " ".join(err.split())), err
     assert not (tmp_path / "x").exists() and not (tmp_path / "x.partial").exists()
+
+
+# ---------------------------------------------------------------- one architecture, whichever comes first
+
+
+def fewer_layers(model_dir, tmp_path, name: str):
+    """A copy of the model with its last transformer layer removed (a shallower model of the same kind)."""
+    model = load_model(str(model_dir))
+    encoder = model[0].auto_model
+    encoder.encoder.layer = encoder.encoder.layer[:-1]
+    encoder.config.num_hidden_layers -= 1
+    model.save(str(tmp_path / name))
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("shallow_first", [True, False])
+def test_models_of_different_depth_are_refused_in_either_order(tiny_model_dir, tmp_path, shallow_first):
+    shallow = fewer_layers(tiny_model_dir, tmp_path, "shallow")
+    deep = moved(tiny_model_dir, tmp_path, "deep", seed=10)
+    first, second = (shallow, deep) if shallow_first else (deep, shallow)
+    with pytest.raises(ModelError, match=r"module 0 .*num_hidden_layers=.* not one architecture"):
+        interpolate_folders(str(first), str(second), 0.5, tmp_path / "mix")
+    assert not (tmp_path / "mix").exists() and not (tmp_path / "mix.partial").exists()
+
+
+def test_weight_names_must_match_whichever_state_has_more():
+    a = {"0.auto_model.layer.0.w": torch.ones(2), "0.auto_model.layer.1.w": torch.ones(2)}
+    short = {"0.auto_model.layer.0.w": torch.ones(2)}
+    with pytest.raises(ModelError, match=r"the other has no encoder weight '0.auto_model.layer.1.w'"):
+        interpolate_state(a, short, 0.5)
+    with pytest.raises(ModelError, match=r"the other has 1 weight\(s\) the model lacks, e.g. '0.auto_model.layer.1"):
+        interpolate_state(short, a, 0.5)
+    head = {"1.head.weight": torch.ones(3)}
+    with pytest.raises(ModelError, match=r"'1.head.weight': the mix would drop them"):
+        interpolate_state(short, {**short, **head}, 0.5)  # a head only the second has
+    with pytest.raises(ModelError, match=r"no weight '1.extra' .* both have weights in module 1"):
+        interpolate_state({**short, **head, "1.extra": torch.ones(1)}, {**short, **head}, 0.5)
+    mixed, done = interpolate_state({**short, **head}, short, 0.5)  # a head only the first has: kept
+    assert torch.equal(mixed["1.head.weight"], head["1.head.weight"]) and done["kept"] == {"1": 1}
+
+
+def test_a_head_only_the_second_has_is_refused_and_one_only_the_first_has_is_recorded(tiny_model_dir, tmp_path):
+    trained = moved(tiny_model_dir, tmp_path, "trained", seed=11, head=True)
+    with pytest.raises(ModelError, match=r"module 1: .*Pooling in .*, boolcl\.pooling\.ScopePooling in .*give it first"):
+        interpolate_folders(str(tiny_model_dir), str(trained), 0.5, tmp_path / "mix")
+    assert not (tmp_path / "mix").exists()
+    record = interpolate_folders(str(trained), str(tiny_model_dir), 0.5, tmp_path / "mix")
+    saved = json.loads((tmp_path / "mix" / "interpolation.json").read_text())
+    assert record["only_in_model"] == saved["only_in_model"] == {"1": "boolcl.pooling.ScopePooling"}
+    assert saved["modules"]["other"][1].endswith("Pooling") and saved["kept"] == {"1": 2 * 4 + 2}
+    assert "kept as it has them: 1 (boolcl.pooling.ScopePooling)" in (tmp_path / "mix" / "README.md").read_text()
+
+
+def test_modules_with_other_settings_are_refused(tiny_model_dir, tmp_path):
+    config = json.loads((tiny_model_dir / "1_Pooling" / "config.json").read_text())
+    shutil.copytree(tiny_model_dir, tmp_path / "cls")
+    (tmp_path / "cls" / "1_Pooling" / "config.json").write_text(json.dumps(config | {"pooling_mode": "cls"}))
+    with pytest.raises(ModelError, match=r"module 1 \(.*Pooling\): pooling_mode='mean' in .*, pooling_mode='cls' in"):
+        interpolate_folders(str(tiny_model_dir), str(tmp_path / "cls"), 0.5, tmp_path / "mix")
+    act = load_model(str(tiny_model_dir))
+    act[0].auto_model.config.hidden_act = "relu"
+    act.save(str(tmp_path / "relu"))
+    with pytest.raises(ModelError, match=r"module 0 .*hidden_act='gelu' in .*, hidden_act='relu' in"):
+        interpolate_folders(str(tiny_model_dir), str(tmp_path / "relu"), 0.5, tmp_path / "mix")
+
+
+def test_a_missing_model_folder_is_named_as_missing(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for spec, other in (("run3", None), (str(tmp_path / "run3"), None), (str(tmp_path / "run3"), str(tiny_model_dir)),
+                        (str(tiny_model_dir), str(tmp_path / "run3"))):
+        with pytest.raises(ModelError, match=r"run3: no such model folder") as err:
+            interpolate_folders(spec, other, 0.5, tmp_path / "mix")
+        assert "config.yaml" not in str(err.value)
+
+
+# ---------------------------------------------------------------- the output folder
+
+
+def test_a_users_partial_folder_is_refused_and_kept(tiny_model_dir, tmp_path):
+    run = moved(tiny_model_dir, tmp_path, "run", seed=12)
+    mine = tmp_path / "o.partial"
+    mine.mkdir()
+    (mine / "mine.txt").write_text("precious")
+    with pytest.raises(ConfigError, match=r"o\.partial is in the way .* not made by boolcl"):
+        interpolate_folders(str(run), str(tiny_model_dir), 0.5, tmp_path / "o")
+    assert (mine / "mine.txt").read_text() == "precious" and not (tmp_path / "o").exists()
+
+
+def test_a_non_empty_out_is_written_only_for_the_same_mix_or_with_overwrite(tiny_model_dir, tmp_path, capsys):
+    run = moved(tiny_model_dir, tmp_path, "run", seed=13)
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"project exists, is not empty .* set overwrite=true"):
+        interpolate_folders(str(run), str(tiny_model_dir), 0.5, out)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and not (tmp_path / "project.partial").exists()
+    interpolate_folders(str(run), str(tiny_model_dir), 0.5, out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "mine" and (out / "interpolation.json").is_file()
+
+    done = tmp_path / "mix"
+    interpolate_folders(str(run), str(tiny_model_dir), 0.5, done)
+    interpolate_folders(str(run), str(tiny_model_dir), 0.5, done)  # the same mix again: its own folder
+    with pytest.raises(ConfigError, match=r"mix exists, is not empty .* overwrite=true"):
+        interpolate_folders(str(run), str(tiny_model_dir), 0.25, done)  # another mix's folder
+    assert json.loads((done / "interpolation.json").read_text())["weight"] == 0.5
+    assert not any(p.name == TEMP_MARK for p in done.rglob("*"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, dump_jsonl, load_script
+from conftest import ROOT, dump_jsonl
 
 from boolcl.cli import main
 from boolcl.config import compose
@@ -263,25 +263,3 @@ def test_pairs_whose_documents_only_differ_past_the_cut_are_reported(tmp_path):
     assert short["per_query"]["PairedAcc"]["late"] == 0.0  # a tie is wrong
     evaluate("offline-default", f"data=nevir:{data}", f"out={tmp_path / 'long'}", "eval.max_length=64")
     assert json.loads((tmp_path / "long" / "results.json").read_text())["settings"]["pairs_same_after_truncation"] == 0
-
-
-def test_negation_word_counts_sort_pairs_as_counted_by_hand(tmp_path, capsys):
-    """scripts/nevir_cues.py: which way a pair's questions and documents differ in negation words."""
-    cues = load_script("nevir_cues")
-    pairs = [  # counted by hand with boolcl.words.NEGATION_CUES
-        {"id": "alike", "q1": "Who won?", "doc1": "Ann did not win.", "q2": "Who did not win?", "doc2": "Bob did not win."},
-        {"id": "qtie", "q1": "Who won?", "doc1": "Ann won.", "q2": "Who lost?", "doc2": "Ann never won."},
-        {"id": "with", "q1": "Which metal does not rust?", "doc1": "Gold does not rust.",
-         "q2": "Which metal rusts?", "doc2": "Iron rusts."},
-        {"id": "with2", "q1": "Who came?", "doc1": "Ann came.", "q2": "Who didn't come?", "doc2": "Ann didn't come, nor Bob."},
-        {"id": "against", "q1": "Who was unhappy?", "doc1": "Ann was not happy.",
-         "q2": "Who was not happy?", "doc2": "Ann was happy."},
-    ]
-    assert [cues.kind(p["q1"], p["doc1"], p["q2"], p["doc2"]) for p in pairs] == [
-        "documents alike", "questions alike", "with", "with", "against"]
-    assert cues.main([str(write_pairs(tmp_path / "pairs.json", pairs))]) == 0
-    out = capsys.readouterr().out
-    assert "NevIR pairs: 5" in out
-    for label, n in (("documents with as many negation words", 1), ("documents differ, questions with as many", 1),
-                     ("goes with the document with more", 2), ("goes with the document with fewer", 1)):
-        assert f"| {n} |" in out.split(label)[1].split("\n")[0], label

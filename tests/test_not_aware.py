@@ -98,8 +98,8 @@ def test_passage_retention_is_kl_over_the_other_passages_computed_by_hand():
 
 
 def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_dir, not_pool, tmp_path):
-    """The retention term from embeddings computed once equals the old path (a frozen copy of the
-    model, scope head included, run on every batch) on a real batch, once the student has moved."""
+    """The retention term from embeddings computed once equals the one from a frozen copy of the
+    model, scope head included, run on every batch, on a real batch once the student has moved."""
     import copy
 
     from boolcl import pooling
@@ -250,7 +250,7 @@ def test_collator_adds_plain_questions_with_the_excluded_passage_as_target(tiny_
     assert batch.query_features["input_ids"].shape[0] == 4  # 3 queries + 1 plain question
     assert batch.pair_rows.tolist() == [0]
     target = batch.pair_targets[0].item()
-    assert target == 3 and batch.passage_keys[target].item() == passage_key("x")  # item 0's first negative
+    assert target == 3 and batch.passage_keys[target].item() == passage_key("x")  # the first item's first negative
     assert set(batch.pair_positive_keys[0].tolist()) == {passage_key("a"), passage_key("b"), passage_key("x")}
     # the exclusion margin applies to NOT items' labelled negatives only (not the AND item's)
     assert batch.excluded.tolist() == [[True, False], [False, False], [False, False]]
@@ -439,7 +439,7 @@ def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path, mon
     args = ["--seeds", "1", "--only", "paper-not", "not_plus", "--out", str(out), f"model={tiny_model_dir}",
             "train.max_steps=2", "train.batch_size=8", "train.negation.soup.start=['layers:1=0.9']"]  # 2 layers
     monkeypatch.chdir(tmp_path)
-    ablation = load_script("ablation")  # its command line, in this process (no interpreter start-up per run)
+    ablation = load_script("scripts/reproduce/ablation")  # its command line, in this process (no start-up per run)
     assert ablation.main(args) == 0
     capsys.readouterr()
     runs = sorted(p.name for p in (out / "runs").iterdir())

@@ -1,6 +1,6 @@
 """eval.backend=onnx: a real export of the packaged MiniLM, run by onnxruntime, against the torch path.
 
-The exports go where boolcl keeps them, under the test session's cache root (conftest sets
+The exports go where boolcl keeps them, under this pytest run's cache root (conftest sets
 $BOOLCL_CACHE), so the MiniLM is exported once in fp32 and once in int8 for all the tests here.
 """
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_a_packed_run_trains_like_a_padded_one(tiny_nodrop_dir, small_set, tmp_p
     assert logs[True][0] != logs[True][1]  # the weights moved between the steps
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the device tool's GPU)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_packed_forward_on_cuda_matches_padded(tiny_nodrop_dir, dtype):
     """bf16: torch's varlen flash kernel; float32: scaled-dot-product attention over a nested tensor."""

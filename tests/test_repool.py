@@ -1,4 +1,4 @@
-"""scripts/repool.py: a copy of a scope-pooled model that pools by another rule, everything else equal."""
+"""scripts/reproduce/repool.py: a copy of a scope-pooled model that pools by another rule, everything else equal."""
 import json
 from typing import NamedTuple
 
@@ -20,8 +20,8 @@ class Done(NamedTuple):
 
 @pytest.fixture
 def repool(capsys):
-    """scripts/repool.py's main, called as its command line would be; its exit code and stderr."""
-    script = load_script("repool")
+    """scripts/reproduce/repool.py's main, called as its command line would be; its exit code and stderr."""
+    script = load_script("scripts/reproduce/repool")
 
     def run(*args) -> Done:
         try:

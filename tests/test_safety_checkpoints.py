@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError, TrainingError
-from boolcl.files import check_writable, new_folder
+from boolcl.files import check_writable
 from boolcl.retrieval.models import load_model
 from boolcl.train import checkpoint
 from boolcl.train.loop import build_model, train
@@ -266,23 +266,3 @@ def test_two_processes_resume_to_the_same_weights(tiny_model_dir, pool, tmp_path
     launch(f"out={resumed}", "train.resume=true")
     a, b = load_file(str(tmp_path / "full" / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-def test_new_folder_appears_whole_or_not_at_all(tmp_path):
-    out = tmp_path / "model"
-    with pytest.raises(RuntimeError, match="killed"):
-        with new_folder(out) as partial:
-            partial.mkdir()
-            (partial / "weights").write_text("half")
-            raise RuntimeError("killed")
-    assert not out.exists() and not partial.exists()
-    (tmp_path / "model.partial").mkdir()  # what a killed process leaves
-    (tmp_path / "model.partial" / "stale").write_text("x")
-    with new_folder(out) as partial:
-        partial.mkdir()
-        (partial / "weights").write_text("whole")
-    assert sorted(p.name for p in out.iterdir()) == ["weights"] and not partial.exists()
-    with pytest.raises(ConfigError, match="exists"):
-        with new_folder(out):
-            pass
-    assert (out / "weights").read_text() == "whole"

@@ -51,7 +51,8 @@ def _crafted(source, tmp_path):
 
 @pytest.mark.parametrize("kind", ["plain", "scope"])
 def test_auto_map_elsewhere_on_disk_is_never_imported(kind, tiny_model_dir, tmp_path):
-    """The scope-pooled folder is the one that used to be loaded with trust_remote_code=True."""
+    """A scope-pooled folder loads boolcl's own pooling module; that must not make load_model run the
+    code its auto_map names, any more than for a plain folder."""
     source = tiny_model_dir if kind == "plain" else _scope_folder(tiny_model_dir, tmp_path)
     folder, marker = _crafted(source, tmp_path)
     model = load_model(str(folder))

@@ -202,7 +202,7 @@ def test_contrast_sentences_join_the_same_parts_and_are_ordinary_throughout():
 def test_warm_up_finds_the_scope_of_held_out_questions():
     """Quality, on the real MiniLM: fitted alone on the sample's training clusters (the encoder
     frozen), the head marks the held-out clusters' NOT questions much as the rules do. (Training
-    with the encoder took it to 98% in a `not_plus_tiny` exploration run; README: NOT-aware training.)
+    with the encoder took it to 98% in a `not_plus_tiny` run; docs/method.md: "Scope pooling".)
     The default warm-up stops once every class's recall on its own 512 rows reaches 99% (9 passes,
     162 steps here): 90.8% of the held-out tokens right and 83.7% of the excluded ones; training
     goes on from there."""
@@ -292,7 +292,8 @@ def test_hidden_markers_make_the_warm_up_fire_on_exclusion_words_it_never_saw():
 
     from boolcl.pooling import marks_exclusion
 
-    spec = importlib.util.spec_from_file_location("unseen_wordings", ROOT / "scripts" / "unseen_wordings.py")
+    script = ROOT / "scripts" / "reproduce" / "unseen_wordings.py"
+    spec = importlib.util.spec_from_file_location("unseen_wordings", script)
     unseen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(unseen)
 
@@ -370,7 +371,7 @@ def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(t
     from boolcl.logic.rules import negation_span
     from boolcl.words import EXCLUSION_INFIX, UNSEEN_WORDINGS
 
-    script = ROOT / "scripts" / "unseen_wordings.py"
+    script = ROOT / "scripts" / "reproduce" / "unseen_wordings.py"
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "u")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(x) for x in (tmp_path / "u" / "eval.jsonl").read_text().splitlines()]

@@ -65,6 +65,11 @@ def test_train_writes_a_loadable_checkpoint(tiny_model_dir, pool, tmp_path, monk
     model = SentenceTransformer(str(out))
     assert model.encode(["a question"]).shape == (1, 32)
     before = SentenceTransformer(str(tiny_model_dir))
+    # trained on texts cut to 32 tokens, saved with the starting model's own length (64)
+    assert before.max_seq_length == 64 and model.max_seq_length == 64
+    for checkpoint in out.glob("checkpoint-*"):
+        assert SentenceTransformer(str(checkpoint)).max_seq_length == 64, checkpoint
+    assert "texts cut to 32 tokens in training" in (out / "README.md").read_text()
     changed = [n for (n, a), b in zip(model.state_dict().items(), before.state_dict().values()) if not torch.equal(a, b)]
     assert changed, "training changed no weight"
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]

@@ -5,6 +5,9 @@ load model + data -> decompose every question (LLM or offline rules) -> encode t
 question -> top depth_factor*k per simple question -> hard and soft merges -> score both
 with the evaluator's metrics -> OUT/hard/{results.json,run.trec}, OUT/soft/..., and
 OUT/decomposition_report.json + OUT/decompositions.jsonl.
+
+An OUT that holds anything is written into only when its decomposition_report.json is of the same
+model, data and decomposer (the same command run again), or with `overwrite=true`.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from boolcl.baselines.decompose import DecompositionReport, llm_decompose
 from boolcl.config import validate
 from boolcl.data.loaders import load_retrieval_set
 from boolcl.errors import ConfigError
-from boolcl.files import atomic_write_text
+from boolcl.files import atomic_write_text, check_output_folder
 from boolcl.logic.rules import OFFLINE_NAME, offline_decompose
 from boolcl.retrieval.cache import folder as cache_folder
 from boolcl.retrieval.encode import encode
@@ -41,6 +44,15 @@ def default_out(cfg, data_name: str) -> Path:
 
 def _decomposer_name(cfg) -> str:
     return OFFLINE_NAME if str(cfg.decompose.backend) == "offline" else f"llm:{cfg.llm.model}"
+
+
+def earlier_run(cfg, data_name: str):
+    """A test for a folder: its decomposition_report.json is of this model, data set and decomposer."""
+    def own(folder: Path) -> bool:
+        rep = json.loads((folder / "decomposition_report.json").read_text(encoding="utf-8"))
+        return (rep.get("model"), rep.get("data"), rep.get("decomposer")) == (str(cfg.model), data_name,
+                                                                             _decomposer_name(cfg))
+    return own
 
 
 def _decompose(cfg, rset):
@@ -79,6 +91,9 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     depth = int(dcfg.depth_factor) * k
     if rset is None:
         rset = load_retrieval_set(cfg.data)
+    out = default_out(cfg, rset.name)
+    check_output_folder(out, overwrite=bool(cfg.get("overwrite", False)), own=earlier_run(cfg, rset.name),
+                        whose="this baseline's (the same model, data and decomposer)")
     if model is None:
 
         model, info = load_eval_model(str(cfg.model), cfg)
@@ -123,7 +138,6 @@ def run_decompose(cfg, *, model=None, rset=None, show_progress: bool = True, con
     t_merge = time.perf_counter()
 
     # 4. score and write
-    out = default_out(cfg, rset.name)
     data = data_info(rset)
     decomposer = report.decomposer
     settings = {"similarity": sim, "depth": depth, "depth_factor": int(dcfg.depth_factor),

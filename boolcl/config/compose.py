@@ -1,12 +1,17 @@
 """Recipes + overrides -> one resolved config, as every subcommand and train.py see it.
 
 `check_overrides` runs before Hydra so that a bad key or recipe is reported with the
-list of what does exist (and a "did you mean").
+list of what does exist (and a "did you mean"); a value of the wrong type is reported
+with the type the schema expects. Nothing here imports torch, so a config mistake is
+refused in a fraction of a second.
 """
 from __future__ import annotations
 
 import difflib
 import os
+import re
+import types
+import typing
 from dataclasses import fields, is_dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +35,37 @@ def recipes_dir() -> Path:
 def available_recipes() -> list[str]:
     """Recipe names; a file starting with `_` (e.g. _paper.yaml) is a shared base, not a recipe."""
     return sorted(p.stem for p in (recipes_dir() / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def recipe_summary(name: str) -> str:
+    """A recipe's one-line description: the opening clause of the comment that starts its file (up to
+    the first ': ', '; ' or '. ' outside brackets), `# @package` lines skipped; '' without a comment."""
+    lines = []
+    for line in (recipes_dir() / "recipe" / f"{name}.yaml").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if not text.startswith("@package"):
+            lines.append(text)
+    text = " ".join(t for t in lines if t)
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
+        ends = ch in ":;." and text[i + 1:i + 2] in (" ", "")
+        # "e.g." and "i.e." inside the clause are not its end
+        if ends and depth <= 0 and not text[max(0, i - 3):i + 1].lower() in ("e.g.", "i.e."):
+            return text[:i]
+    return text
+
+
+def recipe_summaries() -> dict[str, str]:
+    """Each recipe's name and one-line description (`boolcl recipes`)."""
+    return {name: recipe_summary(name) for name in available_recipes()}
+
+
+def overridden(overrides: list[str], *keys: str) -> bool:
+    """Whether `overrides` set any of `keys` (e.g. `recipe`, `model`), with or without Hydra's +/++ prefix."""
+    return any(o.split("=", 1)[0].lstrip("+~") in keys for o in overrides if "=" in o)
 
 
 def schema_keys(node: Any = BoolclConfig, prefix: str = "") -> dict[str, list[str]]:
@@ -88,9 +124,75 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         with initialize_config_dir(config_dir=str(recipes_dir()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(str(e)) from None
+        raise override_error(e, overrides) from None
     validate(cfg)
     return cfg
+
+
+def expected_type(key: str) -> str | None:
+    """What the schema accepts at the dotted `key`, in words ("a float", "an integer or null"); None when
+    the key is not in the schema or takes any value."""
+    node: Any = BoolclConfig
+    hint: Any = None
+    for part in key.split("."):
+        if not is_dataclass(node):
+            return None
+        hints = typing.get_type_hints(node)
+        if part not in hints:
+            return None
+        hint = node = hints[part]
+    return _describe(hint, key)
+
+
+def _describe(hint: Any, key: str) -> str | None:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        word = _describe(inner[0], key) if len(inner) == 1 else None
+        return f"{word} or null" if word else None
+    if hint is bool:
+        return "true or false"
+    if hint is int:
+        return "an integer"
+    if hint is float:
+        return "a float"
+    if hint is str:
+        return "a string"
+    if hint is list or typing.get_origin(hint) is list:
+        return "a list such as [a,b]"
+    if is_dataclass(hint):
+        return f"a section (set its keys one by one, e.g. {key}.{fields(hint)[0].name}=...)"
+    return None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
+def override_error(err: Exception, overrides: list[str]) -> ConfigError:
+    """A Hydra / OmegaConf composition error as one line that names the key, what it takes and what it got."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+    from omegaconf.errors import ValidationError
+
+    if isinstance(err, OverrideParseException):
+        for item in overrides:  # Hydra does not say which one it could not parse
+            try:
+                OverridesParser.create().parse_overrides([item])
+            except OverrideParseException as e:
+                return ConfigError(f"cannot parse {item!r}: {_first_line(e)} (overrides are key=value, a list "
+                                   f"key=[a,b]; quote a value that holds spaces, commas or brackets)")
+        return ConfigError(_first_line(err))
+    cause = err.__cause__ if err.__cause__ is not None else err
+    key = getattr(cause, "full_key", None)
+    if isinstance(cause, ValidationError) and key:
+        given = [o.split("=", 1)[1] for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") == key]
+        got = given[-1] if given else getattr(cause, "value", None)
+        expected = expected_type(key)
+        if expected:
+            return ConfigError(f"{key}: expected {expected}, got {got!r}")
+        return ConfigError(f"{key}: {_first_line(re.sub(r'full_key:.*', '', str(cause)))} (got {got!r})")
+    return ConfigError(_first_line(cause) or _first_line(err))
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -71,7 +71,7 @@ class ScopeCfg:
     weight: float = 0.0  # 0: off (mean pooling as the model has it)
     drop: float = 0.5  # how hard the excluded part is subtracted (0.5: not_plus_tiny, chosen on the sample)
     # added to the exclusion classes' logits when the model embeds for retrieval (eval mode: periodic scores, the
-    # saved model); training pools unshifted. 2 (not_plus's): the unseen wordings' NOT MRR@10 +3.1 (docs/not_plus.md: a shift)
+    # saved model); training pools unshifted. 2 (not_plus's): the unseen wordings' NOT MRR@10 +3.1 (docs/method.md: "Scope pooling")
     shift: float = 0.0
     lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
     hidden: int = 64  # the head's GRU width (each direction)
@@ -79,13 +79,13 @@ class ScopeCfg:
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
     warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
     # template practice sentences per item and step, through the encoder, for the head; 0: none (the warm-up has them:
-    # on the sample, 1 cost 1.16-1.20x the time per step of 0 for the same MRR and NegRecall over 3 seeds; README)
+    # on the sample, 1 cost 1.16-1.20x the time per step of 0 for the same MRR and NegRecall over 3 seeds)
     synthetic: int = 0
     # rows the warm-up fits on: the training questions, filled up with practice sentences; on the sample 512 left the
-    # head's held-out accuracy where 1024 had it for 60% of the warm-up's time (README: NOT-aware training)
+    # head's held-out accuracy where 1024 had it for 60% of the warm-up's time
     warmup_rows: int = 512
     # share of the exclusion questions the head also reads with their marker words hidden (swapped for other rows'
-    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/not_plus.md: hidden markers)
+    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/method.md: "Scope pooling")
     hide_markers: float = 0.0
     warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
     # keep the head the warm-up fitted in the embedding cache (eval.cache_dir), keyed by everything it depends on:
@@ -101,7 +101,7 @@ class SoupCfg:
     """Negated statements in two runs, one model (train/soup.py): the recipe trained once with the
     minimal pairs and once without, from the same start and seed, mixed weight by weight. On the
     sample, NevIR, the unseen wordings and BIRCO this kept what the pairs teach (NevIR) without
-    what they cost (ArguAna, AND questions), where no single run did (docs/not_plus.md, "By layer")."""
+    what they cost (ArguAna, AND questions), where no single run did (docs/method.md, "Negated statements: two runs, one model")."""
     weight: float = 0.0  # 0: off (the pairs train in the one run); else the pairs' run's share of every weight
     # then these parts (boolcl interpolate --part: embeddings, head, layers:A-B) keep the rest of their share
     # from the starting model: 0.9 of the mix and 0.1 of the start in layers 3-5 ("upper", seeds 1-3)
@@ -114,7 +114,7 @@ class SoupCfg:
 class NegationCfg:
     """Negated statements (train/negation.py): minimal pairs of passages that differ by a negation,
     each version asked for by a question of its own, so "not" has to be read. Built by rule from
-    the pool's passages (source null), or read in NevIR's layout (docs/not_plus.md)."""
+    the pool's passages (source null), or read in NevIR's layout (docs/data-formats.md, "Written negation pairs")."""
     pairs: int = 0  # minimal pairs, two items each; 0: off; -1: all of `source`'s
     # null: flip one sentence of a pool passage by rule; `written`: the pairs bundled with boolcl;
     # or a NevIR-layout .json/.jsonl file, folder or hub id (its `split`)
@@ -186,7 +186,7 @@ class TrainCfg:
 class EvalCfg:
     k: int = 10
     batch_size: int = 64
-    max_length: int = 300
+    max_length: Optional[int] = None  # tokens per text; None: the model's own max_seq_length (256 for MiniLM)
     cache: bool = True  # corpus embeddings on disk, keyed by model, corpus and settings
     cache_dir: Optional[str] = None  # None: $BOOLCL_CACHE/embeddings or ~/.cache/boolcl/embeddings
     shard_size: int = 50000  # passages per cache shard: the unit an interrupted encode resumes from
@@ -267,6 +267,10 @@ class BoolclConfig:
     similarity: Optional[str] = None  # dot | cosine; None: the model's own
     data: str = "sample"  # evaluation set
     out: Optional[str] = None  # run folder; None: checkpoints/<name>-<time>
+    # write into an `out=` that exists, is not empty and is not this command's own output (its unfinished run or
+    # earlier output with the same settings, or the run train.resume continues); false: refuse it before any work.
+    # Files of the same name are replaced; nothing else in the folder is removed
+    overwrite: bool = False
     run: Optional[str] = None  # evaluate: score this ranking file (TREC run, BIRCO rank pickles) instead of a model
     seed: int = 42
     train: TrainCfg = field(default_factory=TrainCfg)

@@ -1,16 +1,22 @@
 """Every check the types cannot express, in one place; each message names the key.
 
-compose() runs validate() on every config, before any command does any work, so a
-run never fails halfway on a setting it could have refused at the start.
+compose() runs validate() on every config, before any command does any work (and before
+torch is imported), so a run never fails halfway on a setting it could have refused at the
+start. Numbers are checked from the schema: every int and float key must be finite and
+within its range in RANGES, which names every numeric key but the few in FREE.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
+import operator
 import re
+import typing
 
 from omegaconf import DictConfig, OmegaConf
 
+from boolcl.config.schema import BoolclConfig
 from boolcl.errors import ConfigError
 
 VALID = {
@@ -26,6 +32,92 @@ VALID = {
     "train.scope.mode": {"tokens", "parts"},
 }
 OPERATORS = {"and", "or", "not"}
+
+# The range of every numeric setting: a bound (">= 1", "> 0", "in [0, 1)") and what else the message says.
+# null passes where the schema makes the key Optional. Some keys are also checked in validate() itself,
+# earlier and with a message that says why; this table is what makes sure no numeric key goes unchecked.
+RANGES = {
+    "seed": ">= 0", "train.num_examples": ">= 0 (0: no Boolean examples)",
+    "train.original_size": ">= 0 or null (all)", "train.hard_negatives": ">= 0", "train.batch_size": ">= 1",
+    "train.grad_accum": ">= 1", "train.lr": "> 0", "train.weight_decay": ">= 0", "train.warmup_ratio": "in [0, 1)",
+    "train.epochs": ">= 1", "train.max_steps": ">= -1 (-1: use train.epochs)",
+    "train.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
+    "train.scale": "> 0 or null (the similarity's default)", "train.max_grad_norm": "> 0",
+    "train.lora.r": ">= 1", "train.lora.alpha": "> 0", "train.lora.dropout": "in [0, 1)",
+    "train.log_every": ">= 1 (steps between log lines)", "train.save_every": ">= 0 (0: only the final model)",
+    "train.keep_last": ">= 1", "train.eval_every": ">= 0 (0: no scores while training)",
+    "train.eval_max_corpus": ">= 1 or null (the whole corpus)", "train.num_workers": ">= 0",
+    "train.exclusion.weight": ">= 0", "train.pairs.weight": ">= 0", "train.retention.weight": ">= 0",
+    "train.retention.passages": ">= 0", "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0",
+    "train.decomposition.anchor": ">= 0", "train.decomposition.synthetic": ">= 0", "train.scope.weight": ">= 0",
+    "train.scope.drop": ">= 0", "train.scope.lr": "> 0", "train.scope.hidden": ">= 1", "train.scope.warmup": ">= 0",
+    "train.scope.warmup_until": "in [0, 1]", "train.scope.synthetic": ">= 0", "train.scope.warmup_rows": ">= 1",
+    "train.scope.hide_markers": "in [0, 1]", "train.negation.pairs": ">= -1 (-1: all of train.negation.source's)",
+    "train.negation.soup.weight": "in [0, 1] (0: off)",
+    "eval.k": ">= 1", "eval.batch_size": ">= 1",
+    "eval.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
+    "eval.shard_size": ">= 1 (passages per cache shard)", "eval.max_corpus": ">= 1 or null (the whole corpus)",
+    "llm.concurrency": ">= 1", "llm.temperature": ">= 0", "llm.max_tokens": ">= 1", "llm.timeout": "> 0",
+    "llm.max_retries": ">= 0", "llm.backoff": ">= 0", "llm.max_backoff": ">= 0", "llm.price_input": ">= 0",
+    "llm.price_output": ">= 0",
+    "generate.num_examples": ">= 1", "generate.cluster_size": ">= 2", "generate.svd_dim": ">= 2",
+    "generate.sample_size": ">= 2 or null", "generate.page_size": ">= 2", "generate.min_candidates": ">= 2",
+    "generate.max_candidates": ">= 2", "generate.min_passage_chars": ">= 0", "generate.max_passage_chars": ">= 100",
+    "generate.hard_negatives": ">= 0", "generate.mine_depth": ">= 1", "generate.max_draws_per_example": ">= 1",
+    "compare.samples": ">= 1", "compare.alpha": "in (0, 1)",
+    "decompose.depth_factor": ">= 1", "decompose.soft_lambda": ">= 0", "decompose.soft_anchor": ">= 0",
+    "decompose.rrf_k": "> 0",
+}
+FREE = {  # numeric keys any finite value suits
+    "train.scope.shift": "an offset added to logits, of either sign",
+    "train.exclusion.margin": "a margin in similarity units, of either sign",
+}
+_COMPARE = {">=": operator.ge, ">": operator.gt}
+_INTERVAL = re.compile(r"in ([\[(])(\S+), (\S+?)([\])])")
+
+
+def numeric_keys(cls=BoolclConfig, prefix: str = "") -> dict[str, bool]:
+    """Every int and float key of the schema, dotted, and whether it may be null."""
+    out: dict[str, bool] = {}
+    for f in dataclasses.fields(cls):
+        kind = typing.get_type_hints(cls)[f.name]
+        if dataclasses.is_dataclass(kind):
+            out |= numeric_keys(kind, f"{prefix}{f.name}.")
+        elif kind in (int, float, typing.Optional[int], typing.Optional[float]):
+            out[prefix + f.name] = kind in (typing.Optional[int], typing.Optional[float])
+    return out
+
+
+NUMERIC = numeric_keys()
+
+
+def within(value: float, need: str) -> bool:
+    """Whether `value` meets the bound `need` opens with: ">= 1", "> 0", "in [0, 1)", "in (0, 1)"."""
+    interval = _INTERVAL.match(need)
+    if interval:
+        left, low, high, right = interval.groups()
+        return (value >= float(low) if left == "[" else value > float(low)) and \
+            (value <= float(high) if right == "]" else value < float(high))
+    op, bound = need.split()[:2]
+    return _COMPARE[op](value, float(bound))
+
+
+def check_numbers(cfg: DictConfig) -> None:
+    """Every numeric key finite (nan and inf pass every comparison with `<`, and would fail inside torch
+    or at the first step instead), then within its range in RANGES."""
+    for key in NUMERIC:
+        value = OmegaConf.select(cfg, key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value!r} must be a finite number")
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    for key, need in RANGES.items():
+        value = OmegaConf.select(cfg, key)
+        if value is None and NUMERIC[key]:
+            continue
+        if value is None or not within(value, need):
+            raise ConfigError(f"{key}={value!r} must be {need}")
 
 
 def soup_on(t) -> bool:
@@ -47,6 +139,7 @@ def resume_flag(resume) -> bool | None:
 
 def validate(cfg: DictConfig) -> None:
     """Checks the types cannot express; each message names the key."""
+    check_numbers(cfg)
     for key, allowed in VALID.items():
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
@@ -58,17 +151,9 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{section}.operators={list(cfg[section].operators)} must be a non-empty "
                               f"subset of {sorted(OPERATORS)}")
     t = cfg.train
-    for key in ("batch_size", "grad_accum", "max_length", "epochs", "keep_last"):
-        if t[key] < 1:
-            raise ConfigError(f"train.{key} must be >= 1, got {t[key]}")
-    if t.hard_negatives < 0:
-        raise ConfigError(f"train.hard_negatives must be >= 0, got {t.hard_negatives}")
     for key in ("exclusion", "pairs", "retention", "decomposition", "scope"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
-    for key in ("drop", "anchor", "synthetic"):
-        if t.decomposition[key] < 0:
-            raise ConfigError(f"train.decomposition.{key} must be >= 0, got {t.decomposition[key]}")
     for template in t.decomposition.templates:
         try:
             template.format(keep="", keep_lc="", drop="")
@@ -77,13 +162,6 @@ def validate(cfg: DictConfig) -> None:
                               f"and {{drop}} ({type(err).__name__}: {err})") from None
         if "{drop}" not in template or not ("{keep}" in template or "{keep_lc}" in template):
             raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
-    if t.scope.drop < 0:
-        raise ConfigError(f"train.scope.drop must be >= 0, got {t.scope.drop}")
-    if not math.isfinite(t.scope.shift):
-        raise ConfigError(f"train.scope.shift is added to the exclusion classes' logits (a finite number), "
-                          f"got {t.scope.shift}")
-    if t.scope.lr <= 0:
-        raise ConfigError(f"train.scope.lr must be > 0, got {t.scope.lr}")
     if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
         raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
                           f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
@@ -140,17 +218,12 @@ def validate(cfg: DictConfig) -> None:
                                    or t.decomposition.weight):
         raise ConfigError("train.exclusion / train.pairs / train.retention / train.decomposition work with "
                           "train.loss=infonce only")
-    if t.lr <= 0:
-        raise ConfigError(f"train.lr must be > 0, got {t.lr}")
-    if not 0 <= t.warmup_ratio < 1:
-        raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
-    if cfg.eval.k < 1:
-        raise ConfigError(f"eval.k must be >= 1, got {cfg.eval.k}")
+    if t.max_steps == 0:
+        raise ConfigError("train.max_steps=0 must be -1 (use train.epochs) or >= 1")
+    check_ranges(cfg)
     check_eval_backend(cfg)
-    check_counts(cfg)
     check_periodic_eval(cfg)
     check_generate(cfg)
-    check_compare(cfg.compare)
     check_decompose(cfg.decompose)
 
 
@@ -162,39 +235,6 @@ def check_eval_backend(cfg: DictConfig) -> None:
     if missing:
         raise ConfigError(f"eval.backend=onnx needs {' and '.join(missing)}, not installed here: "
                           f"pip install 'boolcl[onnx]' (or use eval.backend=torch)")
-
-
-def _apply(cfg: DictConfig, rules: list[tuple[str, bool, str]]) -> None:
-    for key, ok, need in rules:
-        if not ok:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} must be {need}")
-
-
-def check_counts(cfg: DictConfig) -> None:
-    """Sizes, intervals and rates of training and evaluation: a 0 here would divide by zero or loop forever
-    (log_every, shard_size, batch_size) or silently do nothing, far into a run."""
-    t, e, lo = cfg.train, cfg.eval, cfg.train.lora
-    _apply(cfg, [
-        ("train.num_examples", t.num_examples >= 0, ">= 0 (0: no Boolean examples)"),
-        ("train.original_size", t.original_size is None or t.original_size >= 0, ">= 0 or null (all)"),
-        ("train.log_every", t.log_every >= 1, ">= 1 (steps between log lines)"),
-        ("train.save_every", t.save_every >= 0, ">= 0 (0: only the final model)"),
-        ("train.max_steps", t.max_steps == -1 or t.max_steps >= 1, "-1 (use train.epochs) or >= 1"),
-        ("train.weight_decay", t.weight_decay >= 0, ">= 0"),
-        ("train.max_grad_norm", t.max_grad_norm > 0, "> 0"),
-        ("train.scale", t.scale is None or t.scale > 0, "> 0 or null (the similarity's default)"),
-        ("train.num_workers", t.num_workers >= 0, ">= 0"),
-        ("train.lora.r", lo.r >= 1, ">= 1"),
-        ("train.lora.alpha", lo.alpha > 0, "> 0"),
-        ("train.lora.dropout", 0 <= lo.dropout < 1, "in [0, 1)"),
-        ("eval.batch_size", e.batch_size >= 1, ">= 1"),
-        ("eval.max_length", e.max_length >= 1, ">= 1"),
-        ("eval.shard_size", e.shard_size >= 1, ">= 1 (passages per cache shard)"),
-        ("eval.max_corpus", e.max_corpus is None or e.max_corpus >= 1, ">= 1 or null (the whole corpus)"),
-        ("llm.temperature", cfg.llm.temperature >= 0, ">= 0"),
-        ("llm.price_input", cfg.llm.price_input >= 0, ">= 0"),
-        ("llm.price_output", cfg.llm.price_output >= 0, ">= 0"),
-    ])
 
 
 BEST_MEASURES = ("MRR", "NegRecall")  # what train.keep_best can follow; NegRecall: lower is better
@@ -220,13 +260,8 @@ def parse_keep_best(value: str, k: int) -> tuple[str | None, str]:
 
 
 def check_periodic_eval(cfg: DictConfig) -> None:
-    """train.eval_every / eval_data / eval_max_corpus / keep_best (train/periodic_eval.py)."""
+    """train.eval_data and train.keep_best (train/periodic_eval.py); the numbers are in RANGES."""
     t = cfg.train
-    _apply(cfg, [
-        ("train.eval_every", t.eval_every >= 0, ">= 0 (0: no scores while training)"),
-        ("train.eval_max_corpus", t.eval_max_corpus is None or t.eval_max_corpus >= 1,
-         ">= 1 or null (the whole corpus)"),
-    ])
     specs = OmegaConf.to_container(t.eval_data) if OmegaConf.is_list(t.eval_data) else [t.eval_data]
     if t.eval_data is not None and (not specs or not all(isinstance(s, str) and s.strip() for s in specs)):
         raise ConfigError(f"train.eval_data={specs if OmegaConf.is_list(t.eval_data) else t.eval_data!r} must be "
@@ -242,43 +277,11 @@ def check_decompose(d) -> None:
         raise ConfigError(f"decompose.backend: {d.backend!r} is not one of offline, llm")
     if str(d.soft_rule) not in ("linear", "rank"):
         raise ConfigError(f"decompose.soft_rule: {d.soft_rule!r} is not one of linear, rank")
-    if int(d.depth_factor) < 1:
-        raise ConfigError(f"decompose.depth_factor must be >= 1, got {d.depth_factor}")
-    if float(d.soft_lambda) < 0 or float(d.soft_anchor) < 0:
-        raise ConfigError("decompose.soft_lambda and decompose.soft_anchor must be >= 0")
-    if float(d.rrf_k) <= 0:
-        raise ConfigError(f"decompose.rrf_k must be > 0, got {d.rrf_k}")
 
 
 def check_generate(cfg: DictConfig) -> None:
-    """The generator's and its LLM client's settings."""
-    g, llm = cfg.generate, cfg.llm
-    rules = [
-        ("generate.num_examples", g.num_examples >= 1, ">= 1"),
-        ("generate.cluster_size", g.cluster_size >= 2, ">= 2"),
-        ("generate.svd_dim", g.svd_dim >= 2, ">= 2"),
-        ("generate.page_size", g.page_size >= 2, ">= 2"),
-        ("generate.min_candidates", 2 <= g.min_candidates <= g.max_candidates,
-         ">= 2 and <= generate.max_candidates"),
-        ("generate.hard_negatives", g.hard_negatives >= 0, ">= 0"),
-        ("generate.mine_depth", g.mine_depth >= 1, ">= 1"),
-        ("generate.max_passage_chars", g.max_passage_chars >= 100, ">= 100"),
-        ("generate.min_passage_chars", g.min_passage_chars >= 0, ">= 0"),
-        ("generate.max_draws_per_example", g.max_draws_per_example >= 1, ">= 1"),
-        ("generate.sample_size", g.sample_size is None or g.sample_size >= 2, ">= 2 or null"),
-        ("llm.concurrency", llm.concurrency >= 1, ">= 1"),
-        ("llm.max_tokens", llm.max_tokens >= 1, ">= 1"),
-        ("llm.timeout", llm.timeout > 0, "> 0"),
-        ("llm.max_retries", llm.max_retries >= 0, ">= 0"),
-        ("llm.backoff", llm.backoff >= 0 and llm.max_backoff >= 0, ">= 0 (and llm.max_backoff too)"),
-    ]
-    _apply(cfg, rules)
-    if g.operators and "or" in g.operators and g.max_candidates < 2:
-        raise ConfigError("OR questions need generate.max_candidates >= 2")
-
-
-def check_compare(c) -> None:
-    if c.samples < 1:
-        raise ConfigError(f"compare.samples must be >= 1, got {c.samples}")
-    if not 0 < c.alpha < 1:
-        raise ConfigError(f"compare.alpha must be in (0, 1), got {c.alpha}")
+    """The generator's settings that depend on one another (each alone is in RANGES)."""
+    g = cfg.generate
+    if g.min_candidates > g.max_candidates:
+        raise ConfigError(f"generate.min_candidates={g.min_candidates} must be <= generate.max_candidates="
+                          f"{g.max_candidates}")

@@ -9,17 +9,24 @@ Every random choice comes from `seed` and every LLM answer from the cache once i
 has been received, so a killed run resumes where it stopped and an unchanged
 rerun makes no request at all. Draws run concurrently but are counted in draw
 order, so the output never depends on timing (see `boolcl.generate.schedule`).
+
+A generated set costs LLM calls, so an earlier one is never replaced unnoticed: an `out=` folder
+that holds anything, or an examples file or report that exists, is written only when its report
+says it came from the same settings, or with `overwrite=true`.
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+from omegaconf import OmegaConf
 from rich.console import Console
 
 from boolcl.config import validate
 from boolcl.data.jsonl import write_jsonl
-from boolcl.files import check_writable
+from boolcl.errors import ConfigError
+from boolcl.files import OVERWRITE, check_output_folder, check_writable
 from boolcl.generate import cluster as grouping
 from boolcl.generate.assemble import build_examples, output_path
 from boolcl.generate.compose import split_counts
@@ -47,6 +54,33 @@ from boolcl.llm.client import LLMStats
 console = Console(stderr=True)
 
 
+def same_run(report: Path, cfg) -> bool:
+    """Whether the report `report` is of a run with this name, seed and `generate` / `llm` settings."""
+    try:
+        saved = json.loads(report.read_text(encoding="utf-8"))
+        want = {"seed": int(cfg.seed), "generate": OmegaConf.to_container(cfg.generate, resolve=True),
+                "llm": OmegaConf.to_container(cfg.llm, resolve=True)}
+        return saved.get("name") == str(cfg.name) and saved.get("config") == json.loads(json.dumps(want))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_output(cfg, out: Path) -> None:
+    """Refuse, before any work, to replace what this run would not write itself: a non-empty `out=`
+    folder, or (out= a file, or the default generated/) an examples file or report of other settings."""
+    overwrite = bool(cfg.get("overwrite", False))
+    if cfg.out is not None and out.parent == Path(str(cfg.out)):
+        check_output_folder(out.parent, overwrite=overwrite, own=lambda _: same_run(report_path(out), cfg),
+                            whose="this generation's (the same name and settings)")
+        return
+    if overwrite or same_run(report_path(out), cfg):
+        return
+    for path in (out, report_path(out)):
+        if path.exists():
+            raise ConfigError(f"{path} exists and is not from a run with these settings (its report says otherwise, "
+                              f"or there is none): choose another out=, or set {OVERWRITE} to replace it")
+
+
 def run_generate(cfg, *, show_progress: bool = True) -> Path:
     """Generate `generate.num_examples` Boolean training examples; return the JSONL path."""
     t0 = time.perf_counter()
@@ -55,6 +89,7 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     seed = int(cfg.seed)
     out = output_path(cfg)
     check_writable(out.parent, what="output folder (out=)")  # before any passage is read or any LLM call
+    check_output(cfg, out)
     offline = cfg.llm.backend == "offline"
     cache_dir = Path(str(g.cache_dir)) if g.cache_dir else None
 

@@ -6,6 +6,10 @@ is never part of it and never stored, nor is a `user:password@` in the endpoint 
 (each entry records its request, so the endpoint goes in redacted). A file appears only once its answer is
 complete (temp file + rename), so a run killed at any moment leaves whole entries
 only, and the next run resumes from them.
+
+Each entry holds its key and the request it answers, and is used only when both match the key it
+is read under: a file copied from another request's entry, or one that is not an entry, is a miss
+with a warning, and the request is asked again and its answer written over it.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 from boolcl.files import atomic_write_text
@@ -39,6 +44,19 @@ def cache_key(identity: dict) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _key_of(request) -> str | None:
+    """The key of a stored request (None if it is not one)."""
+    try:
+        return cache_key(request)
+    except (TypeError, ValueError):
+        return None
+
+
+def _miss(path: Path, why: str) -> None:
+    warnings.warn(f"LLM answer cache: {path} {why}; asking again", stacklevel=3)
+    return None
+
+
 class AnswerCache:
     """`get(key)` -> the stored response dict or None; `put(key, request, response)` stores one."""
 
@@ -50,16 +68,17 @@ class AnswerCache:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
+        path = self.path(key)
         try:
-            text = self.path(key).read_text(encoding="utf-8")
+            entry = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        try:
-            entry = json.loads(text)
-        except json.JSONDecodeError:  # not written by us (renames are atomic); treat as a miss
-            return None
-        if entry.get("key") != key or "response" not in entry:
-            return None
+        except ValueError:  # not JSON, not UTF-8: not written by us (renames are atomic)
+            return _miss(path, "is not a readable entry")
+        if not (isinstance(entry, dict) and "response" in entry and "request" in entry):
+            return _miss(path, "is not an entry (no request or response)")
+        if entry.get("key") != key or _key_of(entry["request"]) != key:
+            return _miss(path, f"was written for another request (key {entry.get('key')}), not {key}")
         return entry["response"]
 
     def put_sync(self, key: str, request: dict, response: dict) -> None:

@@ -9,6 +9,10 @@ metrics), so a card pushed to the hub describes this checkpoint, not the model i
 
 Training writes the card; `boolcl evaluate` and `boolcl demo` refresh its results part. The
 results live between two HTML comments, so a refresh replaces them and leaves the rest.
+
+A card is written to be published: it names files by name and sha256, and a setting whose value
+is an absolute path on the machine that trained (a local model folder, `out=`, a data file)
+by that path's last part (`public`), so no card carries the trainer's folders.
 """
 from __future__ import annotations
 
@@ -40,6 +44,42 @@ def flat(node, prefix: str = "") -> dict:
             out |= flat(value, f"{prefix}{key}.")
         elif key != "api_key_env":
             out[f"{prefix}{key}"] = value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+    return out
+
+
+def _absolute(text: str) -> bool:
+    """A path of this machine: absolute, and not the `//host` of a URL's rest (`http://...`)."""
+    return os.path.isabs(text) and not text.startswith("//")
+
+
+def public(value):
+    """A value as a published card shows it: an absolute path becomes its last part, also after a
+    `data=`-style prefix (`nevir:/home/me/nevir` -> `nevir:nevir`); lists and dicts value by value.
+    Relative paths, hub ids and URLs are kept as written."""
+    if isinstance(value, str):
+        prefix, sep, rest = value.partition(":")
+        if sep and len(prefix) > 1 and re.fullmatch(r"[A-Za-z][\w.-]*", prefix) and _absolute(rest):
+            return f"{prefix}:{Path(rest).name or rest}"
+        return (Path(value).name or value) if _absolute(value) else value
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    if isinstance(value, dict):
+        return {k: public(v) for k, v in value.items()}
+    return value
+
+
+def short_names(paths) -> dict[str, str]:
+    """Each path by its file name, or by as many of its last parts as tell it apart from the others
+    (the bundled sample's and a pool's `train.jsonl` become `sample/train.jsonl` and `pool/train.jsonl`)."""
+    paths = list(dict.fromkeys(str(p) for p in paths))
+    parts = {p: Path(p).parts or (p,) for p in paths}
+    out = {}
+    for p in paths:
+        for n in range(1, len(parts[p]) + 1):
+            name = "/".join(parts[p][-n:])
+            if sum("/".join(parts[q][-n:]) == name for q in paths) == 1:
+                break
+        out[p] = name.lstrip("/") or p
     return out
 
 
@@ -104,14 +144,18 @@ def describe_run(run_dir: Path, *, precision: str, processes: int, step: int | N
     manifest_path = run_dir / "data_manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     recipe, changed = overrides(cfg)
+    shown = flat(public(cfg))  # the same settings, this machine's paths cut to their last part
     t, log = cfg["train"], last_log(run_dir)
     base = manifest.get("base_model") or {"spec": cfg["model"]}
+    files, per_operator = manifest.get("files", {}), manifest.get("per_operator", {})
+    file_names, source_names = short_names(files), short_names(per_operator)
     return {
-        "run": run_dir.name, "recipe": recipe, "overrides": changed,
-        "base_model": {**base, "hub_id": hub_base_model(str(cfg["model"]))},
+        "run": run_dir.name, "recipe": recipe, "overrides": {k: shown.get(k, v) for k, v in changed.items()},
+        "base_model": {**public(base), "hub_id": hub_base_model(str(cfg["model"]))},
         "similarity": cfg.get("similarity"),
-        "data": {"mix": manifest.get("mix", {}), "files": manifest.get("files", {}),
-                 "per_operator": manifest.get("per_operator", {})},
+        "data": {"mix": public(manifest.get("mix", {})),
+                 "files": {file_names[p]: f for p, f in files.items()},
+                 "per_operator": {source_names[s]: c for s, c in per_operator.items()}},
         "objective": loss_terms(t),
         "training": {"steps": step if step is not None else log.get("step"), "epochs_planned": t["epochs"],
                      "max_steps": t["max_steps"], "global_batch": t["batch_size"], "grad_accum": t["grad_accum"],
@@ -156,8 +200,8 @@ def run_section(meta: dict) -> str:
                    [[name, term["weight"], ", ".join(f"{k}={v}" for k, v in term.items() if k != "weight")]
                     for name, term in meta["objective"].items()]),
             "", "### Steps and precision", "",
-            f"{tr['steps']} optimiser steps (global batch {tr['global_batch']}, lr {tr['lr']}, max length "
-            f"{tr['max_length']}), precision `{tr['precision']}` on {tr['processes']} process(es)"
+            f"{tr['steps']} optimiser steps (global batch {tr['global_batch']}, lr {tr['lr']}, texts cut to "
+            f"{tr['max_length']} tokens in training; saved with the model's own max_seq_length), precision `{tr['precision']}` on {tr['processes']} process(es)"
             + (f", final loss {tr['final_loss']:.4f}" if isinstance(tr.get("final_loss"), (int, float)) else "")
             + (f", {tr['seconds']:.0f} s" if isinstance(tr.get("seconds"), (int, float)) else "") + ".", ""]
     return "\n".join(out)
@@ -201,7 +245,7 @@ def write_train_card(model, folder: Path, run_dir: Path, *, precision: str, proc
     """README.md of a freshly saved model folder (`folder`; `run_dir` holds config and manifest)."""
     folder, run_dir = Path(folder), Path(run_dir)
     meta = describe_run(run_dir, precision=precision, processes=processes, step=step)
-    every = flat(OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True))
+    every = flat(public(OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)))
     card = ModelCard(_st_card(model, folder, meta, every))
     card.data.model_name = model.model_card_data.model_name
     card.data.base_model = meta["base_model"]["hub_id"]

@@ -40,7 +40,8 @@ class _Tokenize:
 # On the CPU a batch holds at most this many values per hidden state (rows x longest row x
 # hidden width): 4,096 tokens of MiniLM (384 wide), 2,048 of DistilBERT-base (768). On 2 cores,
 # with NevIR's 148-token documents, 1.17-1.43x the texts/s of batches of 64 or 128 rows; caps
-# from a quarter to the default gain about as much, twice the default much less (README: Benchmarks).
+# from a quarter to the default gain about as much, twice the default much less (docs/performance.md:
+# "Encoding on the CPU").
 CPU_BATCH_VALUES = 4096 * 384
 
 

@@ -2,21 +2,23 @@
 
 Continued training on NOT questions and negated statements teaches the encoder what they need
 and also moves it off the topics of text it was never shown (BIRCO's long arguments: see
-"Two runs, one model" in docs/not_plus.md). Interpolating the trained weights with the
+"Negated statements: two runs, one model" in docs/method.md). Interpolating the trained weights with the
 starting model's (WiSE-FT: Wortsman et al., "Robust fine-tuning of zero-shot models", 2022),
 or with another run from the same start (a "model soup"), gives back much of what was lost for
 a part of what was learned, and costs no training: one run can be scored at several weights.
 `w` is the share of the first model (1: itself).
 
-Weights are matched by name module by module: the encoder (module 0) must have every weight of
-A in B with the same shape, or the two are not one architecture; a later module that only A
-has (the scope head, when B is the start) stays as A has it, and one both have (two runs from
-one start) is interpolated too. Integer buffers must agree; they are not averaged.
+The two must be one architecture, whichever is given first: the same modules with the same
+settings, the same encoder configuration, and the same weight names with the same shapes. One
+difference is allowed, and recorded in interpolation.json ("only_in_model", "kept"): a module
+with weights that only A has, where B has none or one without weights (the scope head, when B
+is the start A was trained from) stays as A has it. A module with weights only B has is refused
+(the mix would lose it; give that model first, with the share 1 − w). A module both have (two
+runs from one start) is interpolated too. Integer buffers must agree; they are not averaged.
 
 A part of the model may take a share of its own (`Shares`): the embeddings, a range of the
 transformer's layers, or the head (every module after the encoder): what one kind of training
-taught and what it cost need not sit in the same layers (docs/not_plus.md: "By layer" has what
-that found on the NOT-aware recipe).
+taught and what it cost need not sit in the same layers.
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ import torch
 
 from boolcl.errors import ModelError
 from boolcl.files import new_folder
+
+# an encoder configuration's bookkeeping, not what it computes
+CONFIG_BOOKKEEPING = frozenset({"transformers_version", "torch_dtype", "dtype", "architectures", "name_or_path"})
 
 RECORD = "interpolation.json"
 
@@ -133,6 +138,84 @@ def parse_parts(items: Sequence[str]) -> dict[str, float]:
     return parts
 
 
+def check_same_names(a: dict, b: dict, names: tuple[str, str]) -> None:
+    """Refuse two state dicts that differ in a weight's name, unless every weight of a module is
+    in `a` alone (a head only the first model has, kept as it is)."""
+    modules_b = {module_of(k) for k in b}
+    for key in a.keys() - b.keys():
+        module = module_of(key)
+        if module == "0":
+            raise ModelError(f"{names[1]} has no encoder weight {key!r} that {names[0]} has: "
+                             "the two are not one architecture")
+        if module in modules_b:
+            raise ModelError(f"{names[1]} has no weight {key!r} that {names[0]} has, though both have "
+                             f"weights in module {module}: the two are not one architecture")
+    only_b = sorted(b.keys() - a.keys())
+    if only_b:
+        raise ModelError(f"{names[1]} has {len(only_b)} weight(s) {names[0]} lacks, e.g. {only_b[0]!r}: the mix "
+                         f"would drop them. Not one architecture; where the second model adds a module (a head), "
+                         f"give it first and its share as the weight (1 − w)")
+
+
+def encoder_config(module) -> dict:
+    """The configuration of a Transformer module's model (layers, sizes, activation, ...), without
+    `CONFIG_BOOKKEEPING` and private keys."""
+    from boolcl.retrieval.models import inner_model
+
+    inner = inner_model(module)
+    config = getattr(inner, "config", None)
+    if config is None:
+        return {}
+    return {k: v for k, v in config.to_dict().items() if not k.startswith("_") and k not in CONFIG_BOOKKEEPING}
+
+
+def module_settings(module) -> dict:
+    """A sentence-transformers module's own settings (pooling mode, a head's sizes), for comparing."""
+    get = getattr(module, "get_config_dict", None)
+    return get() if callable(get) else {}
+
+
+def kind(module) -> str:
+    return f"{type(module).__module__}.{type(module).__qualname__}"
+
+
+def check_architecture(model, other, names: tuple[str, str] = ("the model", "the other")) -> dict[str, str]:
+    """Refuse two SentenceTransformers that are not one architecture: the same module types in the
+    same order and settings, the encoder's configuration alike. A module of `model`'s with weights
+    where `other` has none, or one without weights, is allowed (a head only `model` has, kept as it
+    is); returns those, by position."""
+    def holds_weights(m) -> bool:
+        return bool(m.state_dict())
+
+    mods_a, mods_b = list(model), list(other)
+    only_a: dict[str, str] = {}
+    for i in range(max(len(mods_a), len(mods_b))):
+        x = mods_a[i] if i < len(mods_a) else None
+        y = mods_b[i] if i < len(mods_b) else None
+        if x is not None and y is not None and kind(x) == kind(y):
+            if i == 0:
+                ca, cb = encoder_config(x), encoder_config(y)
+                diff = sorted(k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k))
+            else:
+                sa, sb = module_settings(x), module_settings(y)
+                diff = sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))
+                ca, cb = sa, sb
+            if diff:
+                k = diff[0]
+                raise ModelError(f"module {i} ({kind(x)}): {k}={ca.get(k)!r} in {names[0]}, {k}={cb.get(k)!r} in "
+                                 f"{names[1]}" + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else "")
+                                 + ": the two are not one architecture")
+            continue
+        if i > 0 and x is not None and holds_weights(x) and (y is None or not holds_weights(y)):
+            only_a[str(i)] = kind(x)  # kept as `model` has it
+            continue
+        raise ModelError(f"module {i}: {kind(x) if x is not None else 'none'} in {names[0]}, "
+                         f"{kind(y) if y is not None else 'none'} in {names[1]}: the two are not one architecture"
+                         + ("; where the second model adds a head, give it first and its share as the weight (1 − w)"
+                            if y is not None and holds_weights(y) else ""))
+    return only_a
+
+
 @torch.no_grad()
 def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], weight: float | Shares,
                       names: tuple[str, str] = ("the model", "the other")) -> tuple[dict, dict]:
@@ -142,15 +225,13 @@ def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], we
     Computed in float32 and cast back to `a`'s dtype, so a half-precision model gets no coarser
     mix than its own rounding."""
     shares = Shares.of(weight)
+    check_same_names(a, b, names)
     out, done = {}, {"interpolated": {}, "kept": {}}
     by_part = {p: 0 for p in shares.parts}
     for key, x in a.items():
         y = b.get(key)
         module = module_of(key)
-        if y is None:
-            if module == "0":
-                raise ModelError(f"{names[1]} has no encoder weight {key!r} that {names[0]} has: "
-                                 "the two are not one architecture")
+        if y is None:  # a module only `a` has weights in (check_same_names allows no other case)
             out[key] = x
             done["kept"][module] = done["kept"].get(module, 0) + 1
             continue
@@ -191,6 +272,8 @@ def interpolate_model(model, other_state: dict[str, torch.Tensor], weight: float
 
 def start_spec(run: Path) -> str:
     """The model a boolcl run continued from (its config.yaml `model`)."""
+    if not run.exists():
+        raise ModelError(f"{run}: no such model folder (it does not exist)")
     config = run / "config.yaml"
     if not config.is_file():
         raise ModelError(f"{run}: no config.yaml, so the model it started from is unknown; name the other model")
@@ -202,27 +285,46 @@ def start_spec(run: Path) -> str:
     return str(spec)
 
 
-def interpolate_folders(run: str, other: str | None, weight: float | Shares, out: Path) -> dict:
+def earlier_mix(run: str, other: str, shares: Shares):
+    """A test for a folder: its interpolation.json is of the same two models and shares."""
+    def own(folder: Path) -> bool:
+        record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+        return {k: record.get(k) for k in ("model", "other", "weight", "parts")} == \
+            {"model": run, "other": other, "parts": None, **shares.as_record()}
+    return own
+
+
+def interpolate_folders(run: str, other: str | None, weight: float | Shares, out: Path, *,
+                        overwrite: bool = False) -> dict:
     """Write to `out` the model `run` moved `1 − weight` of the way to `other` (default: the model
     `run` was trained from; `weight` may give parts shares of their own), with `interpolation.json`
-    saying what was mixed. `out` appears whole or not at all (written as `<out>.partial`, then renamed)."""
-    from boolcl.retrieval.models import fingerprint, load_model
+    saying what was mixed. `out` appears whole or not at all (written as `<out>.partial`, then moved).
+    An `out` that holds anything is refused before any model is loaded, unless it holds this same
+    mix (the command run again) or `overwrite` is set."""
+    from boolcl.retrieval.models import fingerprint, load_model, resolve
 
     shares = Shares.of(weight)
     out = Path(out)
-    if out.exists():  # before minutes of loading; new_folder checks again
-        raise ModelError(f"{out} exists; choose another folder")
+    resolve(run)  # a missing folder is named now, not as a missing config.yaml
     other = other or start_spec(Path(run))
-    model = load_model(run)
-    start = load_model(other)
-    record = {"model": run, "other": other, **shares.as_record(),
-              "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)}}
-    record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
-    record["fingerprints"]["result"] = fingerprint(model)
-    with new_folder(out) as partial:
+    resolve(other)
+    own = earlier_mix(run, other, shares)
+    with new_folder(out, overwrite=overwrite, own=own,  # checks `out` before minutes of loading
+                    whose="this interpolation's (the same models and shares)") as partial:
+        model = load_model(run)
+        start = load_model(other)
+        only = check_architecture(model, start, names=(run, other))
+        record = {"model": run, "other": other, **shares.as_record(),
+                  "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)},
+                  "modules": {"model": [kind(m) for m in model], "other": [kind(m) for m in start]},
+                  "only_in_model": only}
+        record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
+        record["fingerprints"]["result"] = fingerprint(model)
         model.save(str(partial), create_model_card=False)
         (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         (partial / "README.md").write_text(
             f"# {out.name}\n\n`{run}` and `{other}`, weight by weight (`boolcl interpolate`), the first's "
-            f"share {shares.describe()}; {RECORD} lists what was mixed.\n")
+            f"share {shares.describe()}; {RECORD} lists what was mixed"
+            + (f", and the modules only the first has, kept as it has them: "
+               f"{', '.join(f'{i} ({t})' for i, t in only.items())}" if only else "") + ".\n")
     return record

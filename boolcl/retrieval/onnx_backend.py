@@ -16,7 +16,7 @@ every use; a file that does not match is exported again. Model folders are loade
 (`load_model`: no code from the folder); an ONNX file found in a model folder is never used.
 
 Quantisation (`eval.onnx_quantize=int8`) is onnxruntime's dynamic int8, per channel: faster,
-and approximate (see README, Benchmarks, for what it costs in metrics on the sample).
+and approximate (docs/performance.md, "ONNX Runtime", has what it costs in metrics on the sample).
 """
 from __future__ import annotations
 

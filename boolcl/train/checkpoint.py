@@ -5,7 +5,11 @@ and `trainer_state.json` (the position in the data). It is written under a tempo
 and renamed when complete, so a run killed while saving never leaves a half checkpoint
 that resume would trust. The final model is staged the same way in `<run>/.final-tmp/` and
 its files moved into the run folder with `modules.json` last: a folder without
-`modules.json` is not a model, one with it is a whole one.
+`modules.json` is not a model, one with it is a whole one. Each staging folder is made with
+boolcl's mark (files.make_temp_folder), so a folder of the user's by that name is never removed.
+
+`own_run` says whether an existing `out=` is this run's: the same settings saved in its
+config.yaml (the same command, run again to finish), or the checkpoint `train.resume` continues.
 
 Nothing in `state/` is unpickled on resume: the weights are safetensors, the optimiser's
 tensors are read with `torch.load(weights_only=True)` (tensors, numbers, lists, dicts only),
@@ -14,6 +18,7 @@ states are JSON. A checkpoint someone shared can give wrong numbers, never run c
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import json
@@ -34,7 +39,7 @@ from safetensors.torch import save_model as save_safetensors
 from boolcl.config import resume_flag
 from boolcl.data.loaders import SAMPLE_DIR, load_training_pool
 from boolcl.errors import ConfigError, TrainingError
-from boolcl.files import atomic_write_text, file_digest
+from boolcl.files import TEMP_MARK, atomic_write_text, file_digest, make_temp_folder, move_entries
 from boolcl.retrieval.card import flat, write_train_card
 from boolcl.retrieval.models import load_eval_model, set_encoder
 
@@ -133,6 +138,41 @@ def find_resume(resume, run_dir: Path) -> Path | None:
     return path
 
 
+NOT_SETTINGS = ("out", "overwrite", "hydra")  # where and how a run writes, not what it trains
+
+
+def settings(cfg) -> dict:
+    """What a run trains, as plain data: the config without `NOT_SETTINGS` and with `train.resume`
+    false (a run resumed, or started again to finish, is the same run)."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    for key in NOT_SETTINGS:
+        c.pop(key, None)
+    c["train"]["resume"] = False
+    return c
+
+
+def same_settings(saved: Path, cfg) -> bool:
+    """Whether the run config `saved` (a run folder's config.yaml) trains what `cfg` does; an
+    unreadable or foreign file does not."""
+    try:
+        return settings(OmegaConf.load(saved)) == settings(cfg)
+    except Exception:  # noqa: BLE001 - a user's config.yaml of another layout is simply not this run's
+        return False
+
+
+def own_run(folder: Path, cfg) -> bool:
+    """Whether the existing run folder `folder` is this run's: it holds a run with the same settings
+    (the same command, run again to finish it), or `train.resume` continues a checkpoint in it."""
+    if (folder / "config.yaml").is_file() and same_settings(folder / "config.yaml", cfg):
+        return True
+    flag = resume_flag(cfg.train.resume)
+    if flag is True:
+        return bool(checkpoints(folder))
+    if flag is None:
+        return Path(str(cfg.train.resume)).resolve().parent == folder.resolve()
+    return False
+
+
 def plain(model):
     """The model as a plain SentenceTransformer: LoRA adapters merged into a copy of the weights."""
     if not hasattr(model[0].auto_model, "merge_and_unload"):
@@ -141,6 +181,22 @@ def plain(model):
     merged = copy.deepcopy(model)
     set_encoder(merged, merged[0].auto_model.merge_and_unload())
     return merged
+
+
+@contextlib.contextmanager
+def published_length(model):
+    """The model's own max_seq_length while it is saved: training may cut texts shorter
+    (train.max_length), but whoever loads the checkpoint should embed as the base model did.
+    The training length is in the model card and config.yaml."""
+    own = getattr(model, "boolcl_own_length", None)
+    if own is None:
+        yield
+        return
+    training, model.max_seq_length = model.max_seq_length, own
+    try:
+        yield
+    finally:
+        model.max_seq_length = training
 
 
 def model_bytes(model) -> int:
@@ -188,7 +244,8 @@ def save_model(accelerator, model, folder: Path, run_dir: Path | None = None, st
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         out = plain(accelerator.unwrap_model(model))
-        out.save(str(folder), create_model_card=False)
+        with published_length(out):
+            out.save(str(folder), create_model_card=False)
         run_dir = Path(run_dir or folder)
         if (run_dir / "config.yaml").is_file():
             write_train_card(out, Path(folder), run_dir, precision=str(accelerator.mixed_precision),
@@ -204,25 +261,19 @@ def publish(staged: Path, dest: Path, move=os.replace) -> None:
     `dest` loses its old `modules.json` first, so while entries move it is not a model; once
     the last move lands it is a whole one. `move` (os.replace) is a parameter so a test can stop
     it after any entry."""
-    entries = sorted(p.name for p in staged.iterdir())
-    if MODULES_FILE not in entries:
+    if not (staged / MODULES_FILE).is_file():
         raise TrainingError(f"{staged} has no {MODULES_FILE}: the model was not saved completely")
     (dest / MODULES_FILE).unlink(missing_ok=True)
-    for name in [n for n in entries if n != MODULES_FILE] + [MODULES_FILE]:
-        target = dest / name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)  # a module folder from an earlier save into the same out=
-        move(staged / name, target)
-    staged.rmdir()
+    move_entries(staged, dest, last=MODULES_FILE, move=move)  # a module folder of an earlier save is replaced
 
 
 def save_final(accelerator, model, run_dir: Path) -> None:
     """The final model, written to `<run>/.final-tmp/` and then moved into the run folder
     (`publish`), so a run killed while saving leaves no folder that loads as a model."""
     staged = run_dir / FINAL_TMP
-    if accelerator.is_main_process and staged.exists():
-        shutil.rmtree(staged)
     with removed_if_disk_full(staged, run_dir, f"saving the final model into {run_dir}"):
+        if accelerator.is_main_process:
+            make_temp_folder(staged)
         save_model(accelerator, model, staged, run_dir=run_dir)
         if accelerator.is_main_process:
             publish(staged, run_dir)
@@ -234,9 +285,9 @@ def save_best(accelerator, model, run_dir: Path, record: dict) -> Path:
     `best.json` (`record`) beside the weights and published like the final model, so best/ is
     either the previous best or the new one, never a mix that loads."""
     staged, dest = run_dir / BEST_TMP, run_dir / BEST_DIR
-    if accelerator.is_main_process and staged.exists():
-        shutil.rmtree(staged)
     with removed_if_disk_full(staged, run_dir, f"saving the best model so far into {dest}", "it was not kept; "):
+        if accelerator.is_main_process:
+            make_temp_folder(staged)
         save_model(accelerator, model, staged, run_dir=run_dir, step=record["step"])
         if accelerator.is_main_process:
             atomic_write_text(staged / BEST_FILE, json.dumps(record, indent=2) + "\n")
@@ -351,9 +402,9 @@ def save_checkpoint(accelerator, model, optimizer, scheduler, run_dir: Path, pro
     removes the partial folder and names the last complete checkpoint."""
     final = run_dir / f"checkpoint-{progress['step']}"
     tmp = run_dir / f".tmp-checkpoint-{progress['step']}"
-    if accelerator.is_main_process and tmp.exists():
-        shutil.rmtree(tmp)
     with removed_if_disk_full(tmp, run_dir, f"writing {final.name} in {run_dir}", "it was not kept; "):
+        if accelerator.is_main_process:
+            make_temp_folder(tmp)
         save_model(accelerator, model, tmp, run_dir=run_dir, step=progress["step"])
         save_training_state(accelerator, model, optimizer, scheduler, tmp / STATE_DIR)
         accelerator.wait_for_everyone()
@@ -362,6 +413,7 @@ def save_checkpoint(accelerator, model, optimizer, scheduler, run_dir: Path, pro
             if final.exists():
                 shutil.rmtree(final)
             tmp.rename(final)
+            (final / TEMP_MARK).unlink(missing_ok=True)
             for stale in checkpoints(run_dir)[:-keep_last]:
                 shutil.rmtree(stale)
     accelerator.wait_for_everyone()

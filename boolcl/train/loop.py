@@ -1,7 +1,7 @@
 """The training loop: continue training a SentenceTransformer with InfoNCE on Accelerate.
 
 `train()` reads top to bottom: set-up (run folder, model, data, optimiser, objective), the
-loop, the final save. The set-up helpers above it each build one thing. The same code runs
+loop, the final save. The set-up functions above it each build one thing. The same code runs
 on one CPU, one GPU or N GPUs (`accelerate launch`), and a run that was killed resumes from
 its last checkpoint to the same weights it would have reached.
 
@@ -45,7 +45,7 @@ from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle, spread_parts
 from boolcl.train.start_table import StartTable, StartView, retention_rows
 
-# ---------------------------------------------------------------- set-up helpers
+# ---------------------------------------------------------------- set-up
 
 
 def mixed_precision(setting: str) -> str:
@@ -79,8 +79,9 @@ def build_model(cfg: DictConfig):
     and the start (None without retention or decomposition): a view of the model's modules as
     they were before any of them, which pools as the start did (start_table.StartView)."""
     t = cfg.train
-    model = load_model(cfg.model, similarity=cfg.similarity, max_length=t.max_length,
-                       trust_remote_code=cfg.model_trust_remote_code)
+    model = load_model(cfg.model, similarity=cfg.similarity, trust_remote_code=cfg.model_trust_remote_code)
+    model.boolcl_own_length = model.max_seq_length  # what the checkpoint is saved with (checkpoint.published_length)
+    model.max_seq_length = t.max_length
     start = None
     if t.retention.weight or t.decomposition.weight:  # no scope head to run; its identity keys the cached table
         identity = None
@@ -271,7 +272,7 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
               flush=True)
 
 
-# ---------------------------------------------------------------- loop helpers
+# ---------------------------------------------------------------- the loop's parts
 
 
 def epoch_batches(accelerator, data: Data, epoch: int, skip: int):

@@ -15,10 +15,11 @@ question and in the passage.
 S is negated by rule: "not" goes in after the first auxiliary or form of "be" ("is" -> "is not",
 "can" -> "cannot"), or an existing negation is taken out ("does not" -> "does"). No labels,
 no LLM, and nothing from NevIR: only the training pool's passages, which never include the
-evaluation clusters'. This did not raise NevIR (docs/not_plus.md, "Negated statements").
+evaluation clusters'. Measured on the sample, training on these leaves NevIR where it was.
 
 `train.negation.source` reads the pairs instead, in NevIR's layout (`written_pairs`): the ones
-written for boolcl, or a user's own. Those did (docs/not_plus.md, "Written minimal pairs").
+written for boolcl, or a user's own. Those raise it (docs/method.md, "Negated statements: two
+runs, one model").
 """
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
     doc1 answers q1, doc2 answers q2), drawn in an order fixed by `seed` (n < 0: all of them).
 
     `source` is anything data/nevir.py reads: "written" (the 640 pairs bundled with boolcl,
-    written for it, none from NevIR: README, "Written negation pairs"), a .json/.jsonl file, a
+    written for it, none from NevIR: docs/data-formats.md, "Written negation pairs"), a .json/.jsonl file, a
     folder, or a hub id with `split` (NevIR's own training split, `orionweller/NevIR`, for
     users who can reach the hub). Rule negations cover one auxiliary; written pairs move a
     negation, swap an antonym or negate a verb, which is what NevIR's passages do. NevIR's test

@@ -198,7 +198,9 @@ class PeriodicEval:
         """MRR@k and NegRecall@k per type on `rset`, in percent, keyed as results.json's headline."""
         e = self.cfg.eval
         st = self.accelerator.unwrap_model(model)
-        kept_length, st.max_seq_length = st.max_seq_length, e.max_length  # as `boolcl evaluate` loads it
+        # as `boolcl evaluate` loads the saved model: eval.max_length, else the model's own length
+        kept_length = st.max_seq_length
+        st.max_seq_length = e.max_length or getattr(st, "boolcl_own_length", kept_length)
         try:
             q_prompt, p_prompt = prompts_for(st, e.query_prompt, e.passage_prompt)
             p_emb = shared_encode(self.accelerator, st, rset.corpus.texts, prompt=p_prompt, batch_size=e.batch_size)

@@ -228,7 +228,7 @@ def hidden_markers(x: torch.Tensor, y: torch.Tensor, tokens: torch.Tensor, ordin
 
     The head then has to find the excluded part from the question around a word it cannot
     read, not from the marker's identity alone, and that carries to exclusion words it was
-    never taught (docs/not_plus.md: "Hidden markers"). `gen` None: torch's global generator, which the
+    never taught (docs/method.md: "Scope pooling"). `gen` None: torch's global generator, which the
     training loop seeds per micro-batch, so a resumed run hides what the first one hid."""
     rows = (y == MARKER).any(1) & (torch.rand(len(y), generator=gen) < share).to(y.device)
     where = (y == MARKER) & rows[:, None]
@@ -344,7 +344,7 @@ def fit_head(model, head, drawn: WarmUpRows, *, steps: int, lr: float, batch_siz
                         break
                     recall = None
                 hits.zero_(), seen.zero_()
-    optimizer.zero_grad(set_to_none=True)  # left on the head, training's first step added it (until session 27)
+    optimizer.zero_grad(set_to_none=True)  # else the warm-up's last gradient is added to training's first step
     recall = recall or class_recall(head, tokens, mask, labels, batches)
     return {"rows": len(drawn.texts), "steps": taken, "batches_per_pass": len(batches), "loss": float(loss.detach()),
             **recall}

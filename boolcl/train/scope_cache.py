@@ -5,12 +5,14 @@ rows and its generator, and of nothing else: the recipe's second run (train.nega
 leaves the minimal pairs out of the warm-up), a rerun of the same seed, or a benchmark's second
 launch fits the same head to the bit. So the fitted head is stored under a key made of all of
 those, and a run that finds it loads it instead of fitting it again: about 4.5 s of every such
-run's set-up on 2 CPU cores. A file that fails its checksum or does not fit the head is fitted
-again, with a warning, as a damaged shard of the embedding cache is encoded again.
+run's set-up on 2 CPU cores. The entry is one file, written as the embedding cache writes its
+shards (retrieval/cache.py: `pack`): the head's weights, with the key they were fitted under, the
+warm-up's report and their checksum in its metadata. A file that fails its checksum, was written
+under another key (another fit's head copied in) or does not fit the head is fitted again, with
+a warning, and overwritten, as a damaged shard of the embedding cache is encoded again.
 
-    <cache>/<key>/head.safetensors       the head's weights after the warm-up (no code runs on load)
-    <cache>/<key>/head.safetensors.sum   their checksum
-    <cache>/<key>/warmup.json            what the warm-up reported, written last: the entry is complete
+    <cache>/<key>/head.safetensors   the head's weights after the warm-up, key, report, checksum (no code runs on load)
+    <cache>/<key>/warmup.json        the report again, to read; written after the head and never read back
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 from boolcl.files import atomic_write_bytes, atomic_write_text
-from boolcl.retrieval.cache import cache_key, checksum, sum_path
+from boolcl.retrieval.cache import cache_key, pack, unpack
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.train.scope import FIT_VERSION, WarmUpRows
 
@@ -41,22 +43,22 @@ def warmup_key(model, drawn: WarmUpRows, settings: dict) -> str:
     return cache_key(identity, drawn.digest(), settings)
 
 
-def _read(folder: Path, head: torch.nn.Module) -> tuple[dict | None, str | None]:
+def _read(folder: Path, key: str, head: torch.nn.Module) -> tuple[dict | None, str | None]:
     """The stored report after loading the stored weights into `head`, or None and why the entry
-    cannot be used (None, None: there is no complete entry)."""
-    if not (folder / REPORT).is_file():
+    cannot be used (None, None: there is no entry)."""
+    try:
+        data = (folder / HEAD).read_bytes()
+    except FileNotFoundError:
         return None, None
-    try:
-        data, expected = (folder / HEAD).read_bytes(), sum_path(folder / HEAD).read_text().strip()
-        report = json.loads((folder / REPORT).read_text())
-    except (OSError, ValueError) as err:
+    except OSError as err:
         return None, f"cannot be read ({err})"
-    if checksum(data) != expected:
-        return None, "does not match its checksum (corrupted)"
+    header, why = unpack(data, key)
+    if header is None:
+        return None, why
     try:
-        weights = load(data)
-    except SafetensorError as err:
-        return None, f"is not a readable safetensors file ({err})"
+        weights, report = load(data), json.loads(header["report"])
+    except (SafetensorError, KeyError, ValueError) as err:
+        return None, f"is not a readable head ({err})"
     own = head.state_dict()
     if set(weights) != set(own) or any(weights[k].shape != own[k].shape or weights[k].dtype != own[k].dtype
                                        for k in own):
@@ -65,24 +67,25 @@ def _read(folder: Path, head: torch.nn.Module) -> tuple[dict | None, str | None]
     return report, None
 
 
-def _write(folder: Path, head: torch.nn.Module, report: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    data = save({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()})
-    atomic_write_bytes(folder / HEAD, data)
-    atomic_write_text(sum_path(folder / HEAD), checksum(data) + "\n")
-    atomic_write_text(folder / REPORT, json.dumps(report, indent=2) + "\n")
+def _write(folder: Path, key: str, head: torch.nn.Module, report: dict) -> None:
+    weights = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+    atomic_write_bytes(folder / HEAD, pack(save, weights, {"key": key, "report": json.dumps(report)}))
+    atomic_write_text(folder / REPORT, json.dumps({"key": key, **report}, indent=2) + "\n")
 
 
-def fitted(head: torch.nn.Module, folder: Path, fit: Callable[[], dict], write: bool = True) -> dict:
+def fitted(head: torch.nn.Module, folder: Path, fit: Callable[[], dict], write: bool = True,
+           key: str | None = None) -> dict:
     """The head fitted by `fit()` (its report returned), or read from `folder` if an earlier run
-    fitted it there; `write`: store a new fit (rank 0 under accelerate launch, so processes do
-    not write the same files at once). The report says which (`cache`)."""
-    report, why = _read(folder, head)
+    fitted it there under `key` (by default the folder's name: the caller names it by `warmup_key`);
+    `write`: store a new fit (rank 0 under accelerate launch, so processes do not write the same
+    files at once). The report says which (`cache`)."""
+    key = folder.name if key is None else key
+    report, why = _read(folder, key, head)
     if report is not None:
         return report | {"cache": {"folder": str(folder), "read": True}}
     if why is not None:
         warnings.warn(f"scope warm-up cache: {folder / HEAD} {why}; fitting the head again", stacklevel=2)
     report = fit()
     if write:
-        _write(folder, head, report)
+        _write(folder, key, head, report)
     return report | {"cache": {"folder": str(folder), "read": False}}

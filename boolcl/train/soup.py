@@ -5,7 +5,7 @@ negation to what it negates (NevIR), and a run trained on them also forgets some
 (ArguAna) and AND questions. The recipe trained twice from the same start and seed, once with
 the pairs and once without, and mixed weight by weight keeps most of both; mixing a tenth of the
 start back into the upper layers returns what plain retrieval lost there. No single run found
-so far does as well (docs/not_plus.md, "Two runs, one model" and "By layer").
+so far does as well (docs/method.md, "Negated statements: two runs, one model").
 
     <out>/branches/plain/   the recipe without the pairs: an ordinary run folder
     <out>/branches/pairs/   the recipe with them and `soup.pairs_run`'s overrides
@@ -14,12 +14,12 @@ so far does as well (docs/not_plus.md, "Two runs, one model" and "By layer").
 
 Each branch is an ordinary run, so it resumes on its own (`train.resume=true out=<the soup>`),
 and a finished branch with the same settings is kept when the soup runs again: a killed soup
-loses at most what one branch did since its last checkpoint.
+loses at most what one branch did since its last checkpoint. An `out=` that holds anything else
+than this soup's own runs is refused before either starts, unless `overwrite=true`.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from accelerate import PartialState
@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from boolcl.config import check_overrides, resume_flag, to_yaml, validate
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, ModelError
-from boolcl.files import atomic_write_text
+from boolcl.files import atomic_write_text, check_output_folder, make_temp_folder
 from boolcl.retrieval.card import write_train_card
 from boolcl.retrieval.interpolate import Shares, interpolate_model, interpolate_state, parse_parts
 from boolcl.train import checkpoint, loop
@@ -55,7 +55,7 @@ def start_shares(cfg: DictConfig) -> Shares:
 
 def branch_overrides(cfg: DictConfig) -> dict[str, list[str]]:
     """What each run changes in the recipe: no pairs in one, `pairs_run` in the other, no soup in
-    either (scripts/bench_not_aware.py times the two runs from these)."""
+    either (benchmarks/bench_not_aware.py times the two runs from these)."""
     pairs_run = [str(x) for x in cfg.train.negation.soup.pairs_run]
     for item in pairs_run:
         key = item.partition("=")[0].lstrip("+~")
@@ -81,25 +81,30 @@ def branch_configs(cfg: DictConfig, run_dir: Path) -> dict[str, DictConfig]:
     return out
 
 
-def same_settings(saved: Path, cfg: DictConfig) -> bool:
-    """Whether a run folder's config.yaml is `cfg`, up to train.resume (a resumed run writes true)."""
-    def plain(c):
-        c = OmegaConf.to_container(c, resolve=True)
-        c.pop("hydra", None)
-        c["train"]["resume"] = False
-        return c
+def own_folder(run_dir: Path, cfg: DictConfig, branches: dict[str, DictConfig]) -> bool:
+    """Whether `run_dir` is this soup's: its mix with these settings (config.yaml), or, before the
+    mix, nothing but branches/ whose runs are this soup's (each empty or `checkpoint.own_run`)."""
+    if checkpoint.own_run(run_dir, cfg):
+        return True
+    if {p.name for p in run_dir.iterdir() if not p.name.startswith(".")} != {"branches"}:
+        return False
+    def own_branch(p: Path) -> bool:
+        return p.name in branches and p.is_dir() and (not any(p.iterdir()) or checkpoint.own_run(p, branches[p.name]))
 
-    return plain(OmegaConf.load(saved)) == plain(cfg)
+    return all(own_branch(p) for p in (run_dir / "branches").iterdir())
 
 
 def finished(name: str, cfg: DictConfig) -> bool:
-    """A branch whose model is saved: kept if it ran with these settings, refused otherwise."""
+    """A branch whose model is saved: kept if it ran with these settings, refused otherwise (trained
+    again over it with `overwrite=true`)."""
     folder = Path(cfg.out)
     if not (folder / checkpoint.MODULES_FILE).is_file():
         return False
-    if not (folder / "config.yaml").is_file() or not same_settings(folder / "config.yaml", cfg):
+    if not checkpoint.same_settings(folder / "config.yaml", cfg):
+        if cfg.get("overwrite", False):
+            return False
         raise ConfigError(f"{folder} holds a finished run with other settings than this soup's {name} run; "
-                          "give the soup another out= (or remove that folder)")
+                          "give the soup another out=, or set overwrite=true to train it again there")
     return True
 
 
@@ -122,10 +127,9 @@ def mix(cfg: DictConfig, run_dir: Path, branches: dict[str, DictConfig], shares:
 
     manifest = json.loads((folders["pairs"] / "data_manifest.json").read_text())
     staged = run_dir / checkpoint.FINAL_TMP
-    if staged.exists():
-        shutil.rmtree(staged)
     with checkpoint.removed_if_disk_full(staged, None, f"saving the soup into {run_dir}",
                                          "both runs are kept in branches/, and the same command mixes them again"):
+        make_temp_folder(staged)
         atomic_write_text(run_dir / "config.yaml", to_yaml(cfg))
         atomic_write_text(run_dir / "data_manifest.json", json.dumps(manifest | {"soup": record}, indent=2) + "\n")
         model.save(str(staged), create_model_card=False)
@@ -140,6 +144,12 @@ def train_soup(cfg: DictConfig) -> Path:
     state = PartialState(cpu=cpu_only_distributed())
     run_dir = loop.agree_on_run_dir(state, cfg)
     branches = branch_configs(cfg, run_dir)  # every setting is checked before the first run starts
+    if cfg.out:  # a folder named by the user; without out= it is a new one, named by the time
+        for name, branch in branches.items():
+            finished(name, branch)  # a finished run of other settings is named first
+        check_output_folder(run_dir, overwrite=bool(cfg.get("overwrite", False)), what="run folder (out=)",
+                            own=lambda d: own_folder(d, cfg, branches), whose="this soup's")
+    state.wait_for_everyone()  # every process has looked before any writes
     shares = start_shares(cfg)
     for name, branch in branches.items():
         if finished(name, branch):

@@ -10,7 +10,9 @@ targets.
 The pass goes through the embedding cache (retrieval/cache.py) under the start's identity
 (train.cache_start_table): a later run on the same pool from the same model (another seed or
 variant, a resumed run) reads the table instead of encoding it, and under `accelerate
-launch` the processes share the encoding shard by shard.
+launch` the processes share the encoding shard by shard. Each shard carries the table's key and
+is read only under it: one copied from another start's or another pool's table is encoded again,
+with a warning.
 """
 from __future__ import annotations
 
@@ -116,8 +118,8 @@ class StartTable:
             shard = batch_size * max(1, SHARD_SIZE // batch_size)  # whole batches: the same floats as uncached
             ids = hashlib.blake2b(b"".join(k for k, _ in unique), digest_size=16).hexdigest()
             settings = {"kind": "start-table", "batch_size": batch_size, "shard_size": shard, **(settings or {})}
-            folder = Path(cache_dir) / cache_key(identity, ids, settings)
-            table, self.cache = encode_cached(encode, texts, folder, shard_size=shard,
+            key = cache_key(identity, ids, settings)  # each shard carries it and is read under it
+            table, self.cache = encode_cached(encode, texts, Path(cache_dir) / key, shard_size=shard, key=key,
                                               meta={"identity": identity, **settings, "rows": len(texts)})
         self.table = torch.from_numpy(np.ascontiguousarray(table))
         self.index = {k: i for i, (k, _) in enumerate(unique)}

@@ -1,7 +1,7 @@
 """Build the bundled sample (boolcl/data/sample/) from the hand-written clusters.
 
-    python scripts/build_sample.py            # rewrite the sample
-    python scripts/build_sample.py --check    # fail if the committed sample is stale
+    python scripts/maintainer/build_sample.py            # rewrite the sample
+    python scripts/maintainer/build_sample.py --check    # fail if the committed sample is stale
 
 Clusters extended to twelve passages form the evaluation split, those with six the
 training pool (they alternate within each source file, so both cover every domain);
@@ -14,10 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "data" / "sample_source"
 TARGET = ROOT / "boolcl" / "data" / "sample"
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_sample_source import check_cluster  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main() -> int:
     if args.check:
         stale = [n for n, text in files.items() if not (TARGET / n).is_file() or (TARGET / n).read_text() != text]
         if stale:
-            print(f"stale sample files: {', '.join(stale)}; run python scripts/build_sample.py")
+            print(f"stale sample files: {', '.join(stale)}; run python scripts/maintainer/build_sample.py")
             return 1
         print("sample is up to date")
         return 0

@@ -1,10 +1,10 @@
 """Encoding throughput: boolcl's encoder vs SentenceTransformer.encode, same model, batch and precision.
 
-    python scripts/bench_encode.py                  # CPU: a small corpus
-    python scripts/bench_encode.py --passages 200000 --batch 512    # GPU
-    python scripts/bench_encode.py --passages 200000 --batch 512 --scope   # GPU: + the scope head's overhead
-    python scripts/bench_encode.py --backend onnx   # CPU: boolcl's torch path vs eval.backend=onnx (fp32, int8)
-    python scripts/bench_encode.py --backend onnx --quantize "" --corpus sample   # CPU: the token cap alone
+    python benchmarks/bench_encode.py                  # CPU: a small corpus
+    python benchmarks/bench_encode.py --passages 200000 --batch 512    # GPU
+    python benchmarks/bench_encode.py --passages 200000 --batch 512 --scope   # GPU: + the scope head's overhead
+    python benchmarks/bench_encode.py --backend onnx   # CPU: boolcl's torch path vs eval.backend=onnx (fp32, int8)
+    python benchmarks/bench_encode.py --backend onnx --quantize "" --corpus sample   # CPU: the token cap alone
 
 The default compares with SentenceTransformer.encode (DistilBERT-base, random weights). With
 --backend onnx it times boolcl's encoder on one model (default: the packaged MiniLM) with the
@@ -96,7 +96,7 @@ def main() -> None:
     res["ratio"] = res["boolcl_passages_per_s"] / res["stock_passages_per_s"]
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     res["min_cosine_between_paths"] = float(cos.min())  # same embeddings up to bf16 rounding
-    if args.scope:  # issue 17: the scope head's share of encoding time (target: at most 10% at batch 512)
+    if args.scope:  # the scope head's share of encoding time (the aim: at most 10% at batch 512)
         from boolcl import pooling
 
         pooling.install(ours, drop=0.5, hidden=64, mode="parts")

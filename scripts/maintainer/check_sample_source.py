@@ -1,6 +1,6 @@
 """Validate the hand-written cluster files that the bundled sample is built from.
 
-Usage: python scripts/check_sample_source.py data/sample_source/part_*.jsonl
+Usage: python scripts/maintainer/check_sample_source.py data/sample_source/part_*.jsonl
 Each line of a part file is one topic cluster (see data/sample_source/README.md).
 """
 from __future__ import annotations

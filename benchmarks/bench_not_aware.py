@@ -1,14 +1,14 @@
 """What the NOT-aware terms cost: the paper-style NOT recipe against not_plus and each switch alone.
 
-    python scripts/bench_not_aware.py                       # CPU: 12 steps each, batch 16
-    python scripts/bench_not_aware.py --steps 20 --only paper-not not_plus
-    python scripts/bench_not_aware.py --json results/bench_not_aware.json
-    python scripts/bench_not_aware.py --only paper-not not_plus --launch --repeat 5
-    python scripts/bench_not_aware.py --only paper-not not_plus --model distilbert-random --batch 64 \
-        train.max_length=256 train.mixed_precision=bf16          # GPU: issue 17's setting
+    python benchmarks/bench_not_aware.py                       # CPU: 12 steps each, batch 16
+    python benchmarks/bench_not_aware.py --steps 20 --only paper-not not_plus
+    python benchmarks/bench_not_aware.py --json results/bench_not_aware.json
+    python benchmarks/bench_not_aware.py --only paper-not not_plus --launch --repeat 5
+    python benchmarks/bench_not_aware.py --only paper-not not_plus --model distilbert-random --batch 64 \
+        train.max_length=256 train.mixed_precision=bf16          # GPU: the setting of the GPU benchmarks
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
-some of its additions switched off, as in scripts/ablation.py: `paper-not` has all of
+some of its additions switched off, as in scripts/reproduce/ablation.py: `paper-not` has all of
 them off (NOT questions alone), `not_plus` all on but the negated statements (the first of the
 recipe's two runs), `not_plus-pairs` the second run (with the minimal pairs), `+NAME` only that
 one on. All run in this one process, one after the
@@ -47,7 +47,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+# bench_common beside this file; the ablation's switches, so both name the same variants alike
+sys.path[:0] = [str(HERE), str(HERE.parent / "scripts" / "reproduce")]
 from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
 
 # The recipe's negated statements are a second run and a mix (train.negation.soup), not a term of
@@ -63,7 +65,7 @@ LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
 
 @contextmanager
 def timed_setup(clock: dict):
-    """Wrap the set-up helpers that train() calls to time them, and note when the loop starts."""
+    """Wrap the set-up functions that train() calls to time them, and note when the loop starts."""
     from boolcl.train import decomposition, loop
 
     saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets,
@@ -143,7 +145,7 @@ def main() -> None:
                     help="also time not_plus with these overrides, as NAME (repeatable)")
     ap.add_argument("--model", default=None,
                     help="the model for every variant (default: the recipe's packaged MiniLM); distilbert-random: "
-                         "DistilBERT-base with random weights, as issue 17's GPU measurement asks")
+                         "DistilBERT-base with random weights, as in the other GPU benchmarks")
     ap.add_argument("--tokenizer", default=None,
                     help="with --model distilbert-random: the tokenizer folder (default: the packaged MiniLM's)")
     ap.add_argument("--json", default=None, help="write the figures here")
@@ -169,7 +171,7 @@ def main() -> None:
         args.model = None
     for spec in args.variant:
         try:
-            name, overrides = parse_variant(spec)  # the same syntax as scripts/generalisation.py's
+            name, overrides = parse_variant(spec)  # the same syntax as scripts/reproduce/generalisation.py's
         except ValueError as err:
             raise SystemExit(str(err)) from None
         VARIANTS[name] = [*VARIANTS["not_plus"], *overrides]  # one run: on top of the recipe's first

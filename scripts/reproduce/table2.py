@@ -1,6 +1,6 @@
 """Reproduce the model list of BoolQuestions' Table 2 on BQ-MARCO and BQ-NQ (needs the hub and a GPU).
 
-    python scripts/table2.py [--corpus msmarco|nq|both] [--out results/table2] [key=value ...]
+    python scripts/reproduce/table2.py [--corpus msmarco|nq|both] [--out results/table2] [key=value ...]
 
 Each model is evaluated with `boolcl evaluate` (prompts as its model card asks: e5's
 "query: "/"passage: ", bge's query instruction, the instruction the LLM embedders declare),

@@ -1,10 +1,10 @@
 """Generalisation report: each variant trained once per seed, then scored on every data set at hand.
 
-    python scripts/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
+    python scripts/reproduce/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
         [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...] [--soup NAME=A+B@W ...]
         [--only-data sample unseen nevir birco] [--nevir PATH] [--birco PATH] [key=value ...]
 
-Variants are scripts/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
+Variants are scripts/reproduce/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
 `base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
 of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`; `--soup
 NAME=A+B@W` adds a row that trains nothing: per seed, W of variant A's model and 1 - W of B's,
@@ -16,7 +16,7 @@ evaluated on each data set:
 
   sample  the bundled sample's held-out clusters (MRR@10, NegRecall@10 per question type)
   unseen  its NOT questions reworded with exclusion words boolcl never trains on
-          (scripts/unseen_wordings.py, written once to OUT/data/unseen/)
+          (scripts/reproduce/unseen_wordings.py, written once to OUT/data/unseen/)
   nevir   NevIR's test pairs, paired accuracy (--nevir, else $BOOLCL_NEVIR, else ../shared/nevir)
   birco   BIRCO's test tasks found there, nDCG@10 per task: does plain retrieval survive?
           (--birco, else $BOOLCL_BIRCO, else ../shared/birco)
@@ -48,9 +48,10 @@ from ablation import RECIPE, VARIANTS, parse_variant, run_config  # noqa: E402
 if TYPE_CHECKING:
     from boolcl.retrieval.interpolate import Shares
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
-DATASETS = ("sample", "unseen", "nevir", "birco")
+DATASETS = ("sample", "unseen", "wnbool", "nevir", "birco")
+DEVELOPMENT = ("sample", "unseen", "wnbool")  # for choosing settings; the rest are test sets, reported only
 DEFAULT_VARIANTS = ("base", "paper-not", "not_plus")
 BASE, PAPER = "base", "paper-not"
 RUN_FILE = "variant.json"  # in each checkpoint folder: what it was trained with
@@ -70,7 +71,8 @@ def resolve_variants(names: list[str], extra: list[str]) -> dict[str, list[str] 
     for text in extra:
         name, overrides = parse_variant(text)
         if name in chosen or name in VARIANTS:
-            raise ValueError(f"--variant {name}: that name is taken by scripts/ablation.py's variants; pick another")
+            raise ValueError(f"--variant {name}: that name is taken by the variants of "
+                             "scripts/reproduce/ablation.py; pick another")
         chosen[name] = overrides
     return chosen
 
@@ -138,6 +140,14 @@ def nevir_source(given: str | None) -> tuple[str | None, str]:
                   "give --nevir PATH or BOOLCL_NEVIR)")
 
 
+def wnbool_source(given: str | None) -> tuple[str | None, str]:
+    path = Path(given or os.environ.get("BOOLCL_WNBOOL") or SHARED / "wnbool-dev")
+    if (path / "corpus.jsonl").is_file() and (path / "eval.jsonl").is_file():
+        return str(path), f"WN-Bool development questions from {path}"
+    return None, (f"no WN-Bool development set at {path} (corpus.jsonl and eval.jsonl; "
+                  "give --wnbool PATH or BOOLCL_WNBOOL)")
+
+
 def birco_source(given: str | None) -> tuple[str | None, str]:
     from boolcl.data.birco import TASKS, available_tasks
 
@@ -155,11 +165,10 @@ def unseen_set(out: Path) -> tuple[str, str]:
 
     folder = out / "data" / "unseen"
     if not (folder / "eval.jsonl").is_file():
-        partial = folder.with_name("unseen.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        written, skipped = unseen_wordings.build(partial)
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
+        from boolcl.files import new_folder
+
+        with new_folder(folder, overwrite=True) as partial:  # the report's own folder, never a user's
+            written, skipped = unseen_wordings.build(partial)
         return str(folder), f"{written} held-out NOT questions reworded ({skipped} left out) -> {folder}"
     return str(folder), f"unseen wordings from {folder} (written earlier)"
 
@@ -171,6 +180,9 @@ def find_datasets(args, out: Path) -> list[DataSet]:
             found.append(DataSet("sample", "sample", "the bundled sample's held-out clusters"))
         elif name == "unseen":
             found.append(DataSet("unseen", *unseen_set(out)))
+        elif name == "wnbool":
+            path, why = wnbool_source(args.wnbool)
+            found.append(DataSet("wnbool", path, why))
         elif name == "nevir":
             path, why = nevir_source(args.nevir)
             found.append(DataSet("nevir", path and f"nevir:{path}", why, ["PairedAcc", "Q1Acc", "Q2Acc"], NEVIR_EVAL))
@@ -244,8 +256,7 @@ def soup_once(name: str, seed: int, a: Path, b: str, weight: float | Shares, fol
         if json.loads(recorded.read_text(encoding="utf-8")) == record:
             return False
     console.rule(f"interpolate {folder.name}")
-    shutil.rmtree(folder, ignore_errors=True)
-    interpolate_folders(str(a), b, weight, folder)
+    interpolate_folders(str(a), b, weight, folder, overwrite=True)  # a run folder of this report's
     recorded.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return True
 
@@ -257,7 +268,7 @@ def evaluate_once(model: str, cfg, folder: Path, console) -> bool:
     done = folder / "results.json"
     if done.is_file():
         kept = json.loads(done.read_text()).get("settings", {}).get("max_seq_length")
-        if kept in (None, int(cfg.eval.max_length)):
+        if kept is None or cfg.eval.max_length in (None, kept):  # None: the model's own length
             return False
         console.print(f"{folder}: scored at max length {kept}, now {cfg.eval.max_length}: scoring it again")
     console.rule(f"evaluate {folder.name} on {folder.parent.parent.name}")
@@ -341,7 +352,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--out", default="results/generalisation")
     ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
-                    help=f"variants of scripts/ablation.py to train (known: {', '.join(VARIANTS)}); base is always in")
+                    help=f"variants of scripts/reproduce/ablation.py to train (known: {', '.join(VARIANTS)}); "
+                         "base is always in")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",
                     help="one more variant: overrides on top of recipe=not_plus_tiny (repeatable)")
     ap.add_argument("--soup", action="append", default=[], metavar="NAME=A+B@W[,PART=W...]",
@@ -350,6 +362,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
                          "(embeddings=W, head=W, layers:A-B=W); repeatable")
     ap.add_argument("--only-data", nargs="+", metavar="DATA", help=f"evaluate on these only ({', '.join(DATASETS)})")
     ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
+    ap.add_argument("--wnbool", help="WN-Bool development folder (default $BOOLCL_WNBOOL, else ../shared/wnbool-dev)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
     args = ap.parse_args(argv)
@@ -427,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 counts["kept"] += 1
 
-    sections, tables = [], []
+    sections, tables = {True: [], False: []}, []  # development sets, test sets
     for ds in datasets:
         runs_dir = out / ds.name / "runs"
         done = {p.name for p in runs_dir.iterdir() if (p / "results.json").is_file()} if runs_dir.is_dir() else set()
@@ -448,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             tables.append(vs_paper["files"]["md"])
         rows = [(v, seed_row(v, args.seeds, done) if variants[v] is not None else BASE) for v in variants]
         rows = [(label, row) for label, row in rows if row in vs_base["cells"]]
-        sections.append(summary_table(ds, rows, vs_base, vs_paper))
+        sections[ds.name in DEVELOPMENT].append(summary_table(ds, rows, vs_base, vs_paper))
         console.print(f"compared on {ds.name}: {time.perf_counter() - t0:.0f} s")
 
     seeds = " ".join(str(s) for s in args.seeds)
@@ -458,9 +471,12 @@ def main(argv: list[str] | None = None) -> int:
             "sign-flip randomization tests over questions (pairs for NevIR), not corrected for multiple "
             "comparisons. The full tables (values, deltas, p-values): "
             f"{out}/<data>/compare/compare.md and {out}/<data>/compare-vs-paper/compare.md.",
-            "", "Command: `python scripts/generalisation.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
+            "", "Command: `python scripts/reproduce/generalisation.py "
+            + " ".join(sys.argv[1:] if argv is None else argv) + "`",
             ""]
-    summary = "\n".join(head + sections)
+    parts = ["## Development sets (settings are chosen on these)", "", *sections[True],
+             "## Test sets (reported, never used to choose)", "", *sections[False]]
+    summary = "\n".join(head + parts)
     (out / "summary.md").parent.mkdir(parents=True, exist_ok=True)
     from boolcl.files import atomic_write_text
 

@@ -1,14 +1,15 @@
 """Ablation of the NOT-aware recipe: base → paper-style NOT training → each addition → not_plus.
 
-    python scripts/ablation.py [--seeds 1 2 3] [--out results/ablation] [--only NAME ...] [key=value ...]
+    python scripts/reproduce/ablation.py [--seeds 1 2 3] [--out results/ablation] [--only NAME ...] [key=value ...]
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's
 training clusters) with some of its additions switched off, trained once per seed and
 evaluated on the sample's held-out clusters; then `boolcl compare` (seeds averaged:
 mean ± std, paired p-values) writes compare.{json,md,png} against the base model to
-OUT/compare and against the paper-style NOT recipe to OUT/compare-vs-paper. All variants share the schedule, so only the switches differ. A finished
-run is kept (OUT/runs/<variant>-s<seed>/results.json) and skipped on a rerun, so a killed
-ablation resumes where it stopped. Extra key=value overrides apply to every run.
+OUT/compare and against the paper-style NOT recipe to OUT/compare-vs-paper. All variants share
+the schedule, so only the switches differ. A finished run is kept
+(OUT/runs/<variant>-s<seed>/results.json) and skipped on a rerun, so a killed ablation resumes
+where it stopped. Extra key=value overrides apply to every run.
 """
 from __future__ import annotations
 
@@ -40,12 +41,13 @@ def switched_off(*names: str) -> list[str]:
 # name -> overrides on top of recipe=not_plus_tiny (None: the untrained base model)
 VARIANTS = {"base": None, "paper-not": switched_off(*SWITCHES)}
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
-VARIANTS["not_plus-no-decomp"] = switched_off("decomposition", "scope", "and-or", "statements")  # session 2's not_plus
-VARIANTS["not_plus-no-scope"] = switched_off("scope", "and-or", "statements")  # session 3's: what scope pooling adds
-VARIANTS["not_plus-no-and-or"] = switched_off("and-or", "statements")  # session 6's: what AND/OR questions add
-VARIANTS["not_plus-no-statements"] = switched_off("statements")  # session 16's: what the negated statements add
+# the recipe with its last additions (in SWITCHES' order) off: each row adds one to the row before it
+VARIANTS["not_plus-no-decomp"] = switched_off("decomposition", "scope", "and-or", "statements")  # the first four
+VARIANTS["not_plus-no-scope"] = switched_off("scope", "and-or", "statements")  # what scope pooling adds
+VARIANTS["not_plus-no-and-or"] = switched_off("and-or", "statements")  # what AND/OR questions add
+VARIANTS["not_plus-no-statements"] = switched_off("statements")  # what the negated statements add
 VARIANTS["not_plus"] = []
-RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (scripts/generalisation.py shares all of this)
+RECIPE = "recipe=not_plus_tiny"  # every variant's starting point (generalisation.py shares all of this)
 
 
 NAME = re.compile(r"^[A-Za-z0-9_+.][A-Za-z0-9_+.-]*$")
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = run_compare(folders, base_cfg, str(out / "compare"), seeds=True)
     tables = [payload["files"]["md"]]
     paper = [Path(f).name for f in folders if Path(f).name.startswith("paper-not-")]
-    if paper:  # the question issue 8 asks: better than the paper's recipe? (one seed keeps its own name)
+    if paper:  # is each variant better than the paper-style recipe? (one seed keeps its own name)
         name = "paper-not" if len(paper) > 1 else paper[0]
         versus = compose([RECIPE, *args.overrides, f"compare.baseline={name}"])
         tables.append(run_compare(folders, versus, str(out / "compare-vs-paper"), seeds=True)["files"]["md"])

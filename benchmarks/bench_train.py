@@ -1,9 +1,9 @@
 """Training throughput: sentence-transformers' stock path vs boolcl, same model, data and batch.
 
-    python scripts/bench_train.py                 # CPU: small, prints the ratio
-    python scripts/bench_train.py --steps 80      # GPU: batch 64, 1 hard negative, bf16, max length 256
-    python scripts/bench_train.py --steps 16 --log-every 2 [--bf16] [--compile]   # CPU, as in the README
-    python scripts/bench_train.py --lengths mixed --packed     # padded vs padding-free (train.packed) batches
+    python benchmarks/bench_train.py                 # CPU: small, prints the ratio
+    python benchmarks/bench_train.py --steps 80      # GPU: batch 64, 1 hard negative, bf16, max length 256
+    python benchmarks/bench_train.py --steps 16 --log-every 2 [--bf16] [--compile]   # CPU, as in docs/performance.md
+    python benchmarks/bench_train.py --lengths mixed --packed     # padded vs padding-free (train.packed) batches
 
 Both rates are steady-state: the steps before boolcl's second log record are left out of both.
 

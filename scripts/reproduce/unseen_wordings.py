@@ -1,6 +1,6 @@
 """The sample's held-out NOT questions, reworded with exclusion words that boolcl never trains on.
 
-    python scripts/unseen_wordings.py OUT            # writes OUT/eval.jsonl and OUT/corpus.jsonl
+    python scripts/reproduce/unseen_wordings.py OUT            # writes OUT/eval.jsonl and OUT/corpus.jsonl
     boolcl evaluate MODEL data=OUT eval.k=10
 
 Scope pooling's head learns where an exclusion lies from the decomposer's rules and the

@@ -1,15 +1,14 @@
 """A copy of a scope-pooled model folder that pools its head's token classes by another rule.
 
-    python scripts/repool.py results/parts/runs/tokens-s1 results/repool/tokens-s1-parts --mode parts
-    python scripts/repool.py results/generalisation/runs/not_plus-s1 results/repool/np-s1-d0.6 --drop 0.6
-    python scripts/repool.py results/generalisation/runs/not_plus-s1 results/repool/np-s1-shift1 --shift 1
-    boolcl evaluate results/repool/tokens-s1-parts data=sample eval.max_length=128
+    python scripts/reproduce/repool.py MODEL OUT --mode parts      # pool by parts instead of tokens
+    python scripts/reproduce/repool.py MODEL OUT --drop 0.6        # subtract the excluded part harder or softer
+    python scripts/reproduce/repool.py MODEL OUT --shift 1         # shift the exclusion logits at retrieval
+    boolcl evaluate OUT data=sample
 
 The encoder and the head stay as trained; only `ScopePooling.mode`, `.drop` and/or `.shift`
-(pooling.py) change, in the copy's `modules.json`-listed ScopePooling config. This is how
-docs/not_plus.md's "Where not_plus's NOT MRR@10 goes" scores a model trained with `tokens` pooling
-under `parts`, and how "Moving along the trade" scores trained models at other subtraction strengths
-and with the exclusion classes' logits shifted.
+(pooling.py) change, in the copy's `modules.json`-listed ScopePooling config: a trained model is
+scored at another pooling rule, subtraction strength or shift without training again
+(docs/method.md, "Scope pooling").
 """
 from __future__ import annotations
 
@@ -19,7 +18,8 @@ import math
 import shutil
 from pathlib import Path
 
-from boolcl.files import new_folder
+from boolcl.errors import ConfigError
+from boolcl.files import TEMP_MARK, new_folder
 from boolcl.pooling import MODES, check_mode
 
 SCOPE_TYPE = "boolcl.pooling.ScopePooling"
@@ -47,12 +47,15 @@ def repool(src: Path, out: Path, mode: str | None = None, drop: float | None = N
         raise SystemExit(f"{src}: this model has no scope head ({SCOPE_TYPE} is not in its modules.json)")
     if out.exists():
         raise SystemExit(f"{out} exists; choose another folder")
-    with new_folder(out) as partial:
-        shutil.copytree(src, partial)
-        config = partial / heads[0]["path"] / "config.json"
-        settings = json.loads(config.read_text())
-        settings |= {k: v for k, v in (("mode", mode), ("drop", drop), ("shift", shift)) if v is not None}
-        config.write_text(json.dumps(settings, indent=4) + "\n")
+    try:
+        with new_folder(out) as partial:
+            shutil.copytree(src, partial, dirs_exist_ok=True, ignore=shutil.ignore_patterns(TEMP_MARK))
+            config = partial / heads[0]["path"] / "config.json"
+            settings = json.loads(config.read_text())
+            settings |= {k: v for k, v in (("mode", mode), ("drop", drop), ("shift", shift)) if v is not None}
+            config.write_text(json.dumps(settings, indent=4) + "\n")
+    except ConfigError as err:  # a folder of the user's named <out>.partial
+        raise SystemExit(str(err)) from None
     return out / heads[0]["path"] / "config.json"
 
 

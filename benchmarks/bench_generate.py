@@ -1,6 +1,6 @@
 """Benchmark `boolcl generate` against a local OpenAI-compatible server with added latency.
 
-    python scripts/bench_generate.py                 # 2000 NOT examples, 300 ms per call, concurrency 32
+    python benchmarks/bench_generate.py                 # 2000 NOT examples, 300 ms per call, concurrency 32
 
 Starts tests/llm_server.py in its own process (so it does not share the client's
 GIL), writes a synthetic corpus (the bundled sample is too small for 2000 distinct
