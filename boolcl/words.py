@@ -4,9 +4,9 @@ They differ on purpose, each for its reader, and the differences are stated besi
 the rules must find where an exclusion lies (EXCLUSION_INFIX / EXCLUSION_PREFIX); the
 generator's answer check only asks whether a question contains any negation at all
 (NEGATION_CUES, deliberately broad); the offline generator splits its own compositions
-(OFFLINE_NOT_MARKERS, only what compose_not writes and its neighbours); the trainer's
-synthetic wordings are defaults of config keys (DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES,
-and CONTRAST_TEMPLATES, which join the same parts without excluding); and UNSEEN_WORDINGS
+(OFFLINE_NOT_MARKERS, only what compose_not writes and its neighbours); the scope head's
+practice wordings are defaults of config keys (SCOPE_TEMPLATES, and CONTRAST_TEMPLATES,
+which join the same parts without excluding); and UNSEEN_WORDINGS
 must share no marker with any exclusion list, because it measures how the recipe does on
 exclusion words it never trained on (tests/test_words.py checks that). A contrast wording
 may share a plain word with one ("with"): it teaches that word is not an exclusion.
@@ -38,14 +38,6 @@ NEGATION_CUES = re.compile(
 # The offline generator (boolcl.generate.offline): where its own NOT compositions join the parts.
 OFFLINE_NOT_MARKERS = re.compile(r"\b(other than|excluding|not counting|leaving out whatever answers|leaving out|apart from|"
                         r"aside from|except for|except|besides|but not|that is not|that are not|unrelated to)\b", re.I)
-
-# Defaults of train.decomposition.templates: synthetic NOT wordings, "{keep}" and "{drop}" joined.
-DECOMPOSITION_TEMPLATES = [
-    "{keep}, other than {drop}?", "{keep}, apart from {drop}?", "{keep}, excluding {drop}?",
-    "{keep}, but not {drop}?", "{keep} except {drop}?", "{keep}, leaving out {drop}?",
-    "{keep} that have nothing to do with {drop}?", "{keep}, not counting {drop}?",
-    "Besides {drop}, {keep_lc}?", "Setting aside {drop}, {keep_lc}?"
-]
 
 # Defaults of train.scope.templates: the scope head's practice sentences (one {drop}, one {keep}/{keep_lc}).
 SCOPE_TEMPLATES = [

@@ -152,5 +152,5 @@ def plus_cfg(model_dir, pool, out, *extra):
 
     return compose(["recipe=not_plus_tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
                     "train.original_size=null", "train.batch_size=2", "train.epochs=2", "train.log_every=1",
-                    "train.max_length=32", "train.report_to=[]", "train.negation.pairs=0", "train.negation.source=null",
+                    "train.max_length=32", "train.report_to=[]", "train.negation.pairs=0",
                     "train.negation.spread=false", "train.negation.soup.weight=0", f"out={out}", *extra])

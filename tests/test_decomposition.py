@@ -7,7 +7,7 @@ from boolcl.config import compose
 from boolcl.data.schema import TrainingExample
 from boolcl.errors import ConfigError
 from boolcl.train.collate import Collator, ItemDataset
-from boolcl.train.decomposition import not_parts, synthetic_questions, teacher_targets
+from boolcl.train.decomposition import not_parts, teacher_targets
 from boolcl.train.mixing import Item
 from boolcl.train.not_aware import DecompositionDistill
 
@@ -33,27 +33,6 @@ def test_not_parts_prefers_the_rules_then_falls_back_to_provenance():
                  "simple_questions": {"d3": "What is a violin?", "d4": "What is a cello?"}}
     assert not_parts(example(odd, provenance=generated))[1] == "What is a cello?"
     assert not_parts(example("Which instruments have strings?", qtype="simple")) is None
-
-
-def test_synthetic_wordings_reuse_each_groups_phrases_through_every_template():
-    def item(q, group):
-        return Item(q, ["a"], ["A"], ["b"], ["B"], "not", group=group,
-                    not_parts=not_parts(example(q)))
-
-    items = [item("Which string instruments are there, other than the Cello?", "strings"),
-             item("Which string instruments are there, apart from the harp?", "strings"),
-             item("What causes upper abdominal pain, excluding gallstones?", "stomach")]
-    templates = ["{keep}, but not {drop}?", "Besides {drop}, {keep_lc}?"]
-    out = synthetic_questions(items, templates, seed=0)
-    assert len(out) == (2 + 1) * 2  # each group's phrases x templates, never across groups
-    questions = {q for q, _, _ in out}
-    assert "Which string instruments are there, but not the Cello?" in questions  # the question's own casing
-    assert "Besides gallstones, what causes upper abdominal pain?" in questions
-    assert not any("gallstones" in q and "string" in q for q in questions)
-    for q, keep, drop in out:
-        assert keep.endswith("?") and drop.endswith("?") and drop.rstrip("?").lower() in q.lower()
-    assert synthetic_questions(items, templates, seed=0) == out
-    assert sorted(synthetic_questions(items, templates, seed=1)) == sorted(out)
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
@@ -89,22 +68,20 @@ def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():
         assert loss(q - 0.1 * q.grad, target).item() < value.item()
 
 
-def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_model_dir):
+def test_collator_gives_the_rows_with_a_target_after_the_plain_questions(tiny_model_dir):
     from boolcl.retrieval.models import load_model
 
     tok = load_model(str(tiny_model_dir)).tokenizer
-    t0, t1, s0, s1 = (torch.full((4,), float(x)) for x in range(4))
+    t0, t1 = (torch.full((4,), float(x)) for x in range(2))
     items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, partner="plain q", target=t0),
              Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple"),
              Item("not r", ["d"], ["D"], ["c"], ["C"], "not", n_explicit=1, target=t1)]
-    ds = ItemDataset(items, 1, synthetic=[("syn 0?", s0), ("syn 1?", s1)], synthetic_per_item=1)
+    ds = ItemDataset(items, 1)
     batch = Collator(tok, 16, 1, pairs=True, decomposition=True)([ds[i] for i in range(3)])
-    # rows: 3 items, 1 plain question (the first item's), then one synthetic wording per item
-    assert batch.query_features["input_ids"].shape[0] == 3 + 1 + 3
-    assert batch.distill_rows.tolist() == [0, 2, 4, 5, 6]
-    assert batch.distill_targets[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 2.0]  # synthetic 0, 1, 0 in turn
-    ds.set_epoch(1)  # the next epoch moves on through the wordings
-    assert ds[0]["synthetic"][0][0] == "syn 1?"
+    # rows: 3 items, then 1 plain question (the first item's); the NOT items have targets
+    assert batch.query_features["input_ids"].shape[0] == 3 + 1
+    assert batch.distill_rows.tolist() == [0, 2]
+    assert batch.distill_targets[:, 0].tolist() == [0.0, 1.0]
     off = Collator(tok, 16, 1)([ds[i] for i in range(3)])
     assert off.query_features["input_ids"].shape[0] == 3 and off.distill_rows is None
 
@@ -112,12 +89,6 @@ def test_collator_appends_synthetic_wordings_after_the_plain_questions(tiny_mode
 def test_decomposition_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="train.decomposition.weight must be >= 0"):
         compose(["recipe=not_plus_tiny", "train.decomposition.weight=-1"])
-    with pytest.raises(ConfigError, match="train.decomposition.synthetic"):
-        compose(["recipe=not_plus_tiny", "train.decomposition.synthetic=-2"])
-    with pytest.raises(ConfigError, match="may only use"):
-        compose(["recipe=not_plus_tiny", "train.decomposition.templates=['{keep} minus {x}']"])
-    with pytest.raises(ConfigError, match="needs {drop}"):
-        compose(["recipe=not_plus_tiny", "train.decomposition.templates=['{keep} only']"])
     with pytest.raises(ConfigError, match="infonce only"):
         compose(["recipe=tiny", "train.loss=margin_mse", "train.decomposition.weight=1"])
 

@@ -75,28 +75,6 @@ def test_retention_is_kl_to_the_teacher_on_chosen_rows_only():
     assert ret(q, p, tq, p, torch.tensor([False, False]), keys, positive_keys).item() == 0.0
 
 
-def test_passage_retention_is_kl_over_the_other_passages_computed_by_hand():
-    from boolcl.train.collate import PLACEHOLDER
-    from boolcl.train.not_aware import PassageRetention
-
-    torch.manual_seed(0)
-    p, tp = torch.randn(5, 4), torch.randn(5, 4)
-    keys = torch.tensor([1, 2, 3, 1, PLACEHOLDER])  # passage 3 is a copy of passage 0; 4 a filler
-    rows = torch.tensor([True, False])  # row 0's positive (passage 0) is the query; row 1 is not retained
-    ret = PassageRetention("dot", 2.0)
-    assert ret(p, p, rows, keys).item() == pytest.approx(0.0, abs=1e-7)  # the teacher's own neighbours
-    others = [1, 2]  # neither itself, its copy nor the filler
-    t = F.softmax(2.0 * tp[0] @ tp[others].T, -1)
-    s = F.log_softmax(2.0 * p[0] @ p[others].T, -1)
-    assert ret(p, tp, rows, keys).item() == pytest.approx((t * (t.log() - s)).sum().item(), rel=1e-5)
-    moved = p.clone()
-    moved[3] += 5  # the copy is no neighbour: moving it changes nothing
-    assert ret(moved, tp, rows, keys).item() == pytest.approx(ret(p, tp, rows, keys).item(), rel=1e-6)
-    assert ret(p, tp, torch.tensor([False, False]), keys).item() == 0.0
-    alone = torch.tensor([1, 1, PLACEHOLDER, PLACEHOLDER, 1])
-    assert ret(p, tp, rows, alone).item() == 0.0  # nothing else in the batch: nothing to keep
-
-
 def test_cached_teacher_gives_the_loss_of_a_teacher_forward_per_step(tiny_model_dir, not_pool, tmp_path):
     """The retention term from embeddings computed once equals the one from a frozen copy of the
     model, scope head included, run on every batch, on a real batch once the student has moved."""
@@ -283,8 +261,10 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.hard_negatives=0"])
     with pytest.raises(ConfigError, match="train.exclusion.operators"):
         compose(["recipe=not_plus_tiny", "train.exclusion.operators=[xor]"])
-    with pytest.raises(ConfigError, match="train.retention.passages"):
-        compose(["recipe=not_plus_tiny", "train.retention.weight=0", "train.retention.passages=1"])
+    for removed in ("retention.passages=1", "decomposition.synthetic=1", "decomposition.templates=[]",
+                    "scope.synthetic=1"):
+        with pytest.raises(ConfigError, match=f"unknown config key 'train.{removed.split('=')[0]}'"):
+            compose(["recipe=not_plus_tiny", f"train.{removed}"])
     # the recipe's negated statements are two runs and a mix; pairs=0 alone switches them off (one run)
     assert soup_on(compose(["recipe=not_plus_tiny"]).train) and soup_on(compose(["recipe=not_plus"]).train)
     assert not soup_on(compose(["recipe=not_plus_tiny", "train.negation.pairs=0"]).train)
@@ -303,16 +283,16 @@ def test_demo_takes_the_recipe_it_is_given():
 # ---------------------------------------------------------------- runs
 
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
-    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.retention.passages=1"))
+    out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
     # 4 NOT + 6 original items, batch 2: 5 steps per epoch, 2 epochs
     assert [r["step"] for r in log] == list(range(1, 11))
     terms = {k for r in log for k in r if k.startswith("loss_")}
-    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_retention_passages",
-                     "loss_decomposition", "loss_scope", "loss_scope_hidden"}
+    assert terms == {"loss_contrastive", "loss_exclusion", "loss_pairs", "loss_retention", "loss_decomposition",
+                     "loss_scope", "loss_scope_hidden"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
-    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "synthetic": 0}
+    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0}
     # the scope head was fitted alone first, on the 10 questions and practice sentences up to warmup_rows
     w = mix["scope_warmup"]
     assert w["rows"] == 512 and 0 < w["steps"] <= 300
@@ -324,14 +304,19 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
         assert math.isfinite(r["loss"]) and r["loss"] == pytest.approx(parts, rel=1e-5)
 
 
-def test_written_negation_pairs_join_the_mix_and_train(tiny_model_dir, not_pool, tmp_path):
-    """train.negation.source: pairs in NevIR's layout become two items each and train with the rest."""
+def bridge_pairs(path, n: int):
+    """`n` short minimal pairs in NevIR's layout: whole within any training length the tests use."""
     from conftest import dump_jsonl
 
-    pairs = dump_jsonl(tmp_path / "pairs.jsonl", [
+    return dump_jsonl(path, [
         {"id": f"p{i}", "q1": f"Which bridge did open in {1900 + i}?", "doc1": f"The bridge opened in {1900 + i}.",
          "q2": f"Which bridge did not open in {1900 + i}?", "doc2": f"The bridge did not open in {1900 + i}."}
-        for i in range(3)])
+        for i in range(n)])
+
+
+def test_written_negation_pairs_join_the_mix_and_train(tiny_model_dir, not_pool, tmp_path):
+    """train.negation.source: pairs in NevIR's layout become two items each and train with the rest."""
+    pairs = bridge_pairs(tmp_path / "pairs.jsonl", 3)
     out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.max_steps=2", "train.negation.pairs=2",
                          f"train.negation.source={pairs}", f"eval.cache_dir={tmp_path / 'cache'}"))
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
@@ -377,8 +362,9 @@ def test_spread_pairs_come_once_per_run_and_resume_exactly(tiny_model_dir, not_p
     from boolcl.retrieval.models import load_model
     from boolcl.train.loop import build_data
 
-    common = ["train.negation.pairs=4", "train.negation.spread=true", "train.decomposition.weight=0",
-              f"eval.cache_dir={tmp_path / 'cache'}"]
+    pairs = bridge_pairs(tmp_path / "pairs.jsonl", 4)
+    common = ["train.negation.pairs=4", f"train.negation.source={pairs}", "train.negation.spread=true",
+              "train.decomposition.weight=0", f"eval.cache_dir={tmp_path / 'cache'}"]
     data = build_data(plus_cfg(tiny_model_dir, not_pool, tmp_path / "x", *common, "train.retention.weight=0"),
                       load_model(str(tiny_model_dir)), 2, None, None)
     statements = {i for i, it in enumerate(data.items) if it.question_type == "statement"}
@@ -393,8 +379,8 @@ def test_spread_pairs_come_once_per_run_and_resume_exactly(tiny_model_dir, not_p
 
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common, "train.save_every=1",
                           "train.keep_last=20"))
-    assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {"pairs": 4, "asked": 4,
-                                                                                        "per_epoch": 2}
+    assert json.loads((full / "data_manifest.json").read_text())["mix"]["negation"] == {
+        "pairs": 4, "asked": 4, "source": str(pairs), "cut_off": 0, "per_epoch": 2}
     log = [json.loads(x) for x in (full / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 15))  # (10 + 2 x 2) / 2 = 7 steps per epoch, not 9
     resumed_dir = tmp_path / "resumed"
@@ -408,18 +394,18 @@ def test_spread_pairs_come_once_per_run_and_resume_exactly(tiny_model_dir, not_p
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
     """The frozen teacher, the plain questions, cluster batches, the decomposition targets (from
     the starting model, also on resume) and the scope head (fitted once, before the first step;
-    then restored with the rest) keep resume exact; synthetic wordings, practice sentences,
-    negated statements and hidden markers (drawn from the per-step seed) included."""
+    then restored with the rest) keep resume exact; negated statements and hidden markers (drawn
+    from the per-step seed) included."""
     import shutil
 
     from safetensors.torch import load_file
 
-    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.decomposition.synthetic=1",
-              "train.scope.synthetic=1", "train.negation.pairs=2", "train.scope.hide_markers=0.5",
-              f"eval.cache_dir={tmp_path / 'cache'}"]
+    pairs = bridge_pairs(tmp_path / "pairs.jsonl", 3)
+    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", "train.negation.pairs=2",
+              f"train.negation.source={pairs}", "train.scope.hide_markers=0.5", f"eval.cache_dir={tmp_path / 'cache'}"]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
     mix = json.loads((full / "data_manifest.json").read_text())["mix"]
-    assert mix["negation"] == {"pairs": 2, "asked": 2}
+    assert mix["negation"] == {"pairs": 2, "asked": 2, "source": str(pairs), "cut_off": 0}
     assert mix["start_table"]["encoded_here"] == 1  # the start's table, encoded and cached
     hidden = [json.loads(x).get("loss_scope_hidden") for x in (full / "train_log.jsonl").read_text().splitlines()]
     assert all(h is not None for h in hidden) and any(h > 0 for h in hidden)

@@ -162,18 +162,18 @@ def test_practice_sentences_carry_exact_spans(template, marker):
     assert text[slice(*m)] == marker and text[slice(*x)] == "the ones in Peru"
 
 
-def test_practice_sentences_are_fixed_by_seed_epoch_and_row():
+def test_practice_sentences_are_fixed_by_seed_and_row():
     def item(q, kind):
         return Item(q, ["d"], ["p"], [], [], kind)
 
     items = [item("Which birds fly?", "simple"), item("Which birds swim other than penguins?", "not"),
              item("What do owls eat?", "simple")]
-    make = ScopeSentences(items, ["{keep} other than {drop}?", "Besides {drop}, {keep_lc}?"], 2, seed=3)
+    make = ScopeSentences(items, ["{keep} other than {drop}?", "Besides {drop}, {keep_lc}?"], seed=3)
     assert make.drops == ["penguins"] and make.keeps == ["What do owls eat", "Which birds fly"]
-    assert make(0, 1) == ScopeSentences(items, make.templates, 2, seed=3)(0, 1)
-    assert len({tuple(make(e, i)) for e in range(4) for i in range(3)}) > 1
-    with pytest.raises(ConfigError, match="train.scope.synthetic"):
-        ScopeSentences([items[0]], make.templates, 1, seed=3)
+    assert make(1) == ScopeSentences(items, make.templates, seed=3)(1)
+    assert len({make(i) for i in range(12)}) > 1
+    with pytest.raises(ConfigError, match="train.scope.warmup_practice"):
+        ScopeSentences([items[0]], make.templates, seed=3)
 
 
 def test_contrast_sentences_join_the_same_parts_and_are_ordinary_throughout():
@@ -181,8 +181,8 @@ def test_contrast_sentences_join_the_same_parts_and_are_ordinary_throughout():
     exclude; those rows carry no span, so every token of them is labelled ORDINARY."""
     items = [Item("Which birds fly?", ["d"], ["p"], [], [], "simple"),
              Item("Which birds swim other than penguins?", ["d"], ["p"], [], [], "not")]
-    make = ScopeSentences(items, ["{keep} other than {drop}?"], 60, seed=1, contrast=["{keep} and also {drop}?"])
-    out = make(0, 0)
+    make = ScopeSentences(items, ["{keep} other than {drop}?"], seed=1, contrast=["{keep} and also {drop}?"])
+    out = [make(i) for i in range(60)]
     contrast = [text for text, span in out if span is None]
     excluding = [text for text, span in out if span is not None]
     assert 15 < len(contrast) < 45 and contrast and excluding
@@ -196,7 +196,8 @@ def test_contrast_sentences_join_the_same_parts_and_are_ordinary_throughout():
     assert (labels[is_contrast][real[is_contrast]] == ORDINARY).all()
     assert (labels[~is_contrast] == EXCLUDED).any(1).all()
     # without contrast templates the draws are the exclusion practice alone
-    assert all(span is not None for _, span in ScopeSentences(items, ["{keep} other than {drop}?"], 5, seed=1)(0, 0))
+    alone = ScopeSentences(items, ["{keep} other than {drop}?"], seed=1)
+    assert all(alone(i)[1] is not None for i in range(5))
 
 
 def test_warm_up_finds_the_scope_of_held_out_questions():
@@ -212,7 +213,7 @@ def test_warm_up_finds_the_scope_of_held_out_questions():
     rows = [json.loads(x) for x in (SAMPLE / "train.jsonl").read_text().splitlines()]
     items = [Item(r["question"], ["d"], ["p"], [], [], r["question_type"]) for r in rows]
     cfg = compose([]).train.scope
-    report = warm_up(model, head, items, ScopeSentences(items, cfg.templates, 1, seed=0), steps=cfg.warmup,
+    report = warm_up(model, head, items, ScopeSentences(items, cfg.templates, seed=0), steps=cfg.warmup,
                      lr=cfg.lr, seed=0, until=cfg.warmup_until)
     assert report["token_accuracy"] > 0.95
     # proportionate: it stopped once every class was learnt, well before the most steps it may take
@@ -317,7 +318,7 @@ def test_hidden_markers_make_the_warm_up_fire_on_exclusion_words_it_never_saw():
         model = load_model("offline-default")
         torch.manual_seed(0)  # the GRU's starting weights, as train() seeds them
         head = install(model, 1.0)
-        warm_up(model, head, items, ScopeSentences(items, cfg.templates, 1, seed=0, contrast=cfg.contrast),
+        warm_up(model, head, items, ScopeSentences(items, cfg.templates, seed=0, contrast=cfg.contrast),
                 steps=cfg.warmup, lr=cfg.lr, seed=0, until=cfg.warmup_until, hide_markers=share)
         with torch.no_grad():
             f = dict(model.tokenizer(reworded, padding=True, return_tensors="pt"))

@@ -53,7 +53,7 @@ def check_training_inputs(cfg) -> None:
             raise ConfigError(f"train.original: {where(original)} {state}; set train.original to a JSONL file of "
                               f"training examples, sample, msmarco (the hub's MS MARCO triples) or none")
     source = t.negation.source
-    if t.negation.pairs and source not in (None, "written"):
+    if t.negation.pairs and source != "written":
         path = Path(str(source))
         # a hub id is owner/name; anything else that is not on disk is a missing file or folder
         looks_local = path.is_absolute() or str(source).startswith(".") or str(source).count("/") != 1

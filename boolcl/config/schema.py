@@ -12,7 +12,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from boolcl.words import CONTRAST_TEMPLATES, DECOMPOSITION_TEMPLATES, SCOPE_TEMPLATES
+from boolcl.words import CONTRAST_TEMPLATES, SCOPE_TEMPLATES
 
 
 @dataclass
@@ -47,9 +47,6 @@ class RetentionCfg:
     # Boolean question types retention also scores (e.g. [and, or]: the frozen model already ranks them
     # well, so training on NOT questions must not move them); they must be in train.operators to be trained on
     operators: list[str] = field(default_factory=list)
-    # weight of the same KL with the retained rows' positives as the queries, over the batch's other
-    # passages (not_aware.PassageRetention): long texts asked as queries keep their neighbours; 0: off
-    passages: float = 0.0
 
 
 @dataclass
@@ -59,8 +56,6 @@ class DecompositionCfg:
     weight: float = 0.0  # 0: off
     drop: float = 1.0  # how hard the dropped part is subtracted
     anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
-    synthetic: int = 0  # new NOT wordings (target only, no passages) added to the batch per item; 0: none
-    templates: list[str] = field(default_factory=lambda: list(DECOMPOSITION_TEMPLATES))  # how synthetic wordings join kept and dropped parts
 
 
 @dataclass
@@ -78,16 +73,13 @@ class ScopeCfg:
     mode: str = "tokens"  # tokens: each excluded token weighs -drop in the mean; parts (not_plus's): the kept part's mean minus drop x the excluded part's (pooling.py)
     warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
     warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
-    # template practice sentences per item and step, through the encoder, for the head; 0: none (the warm-up has them:
-    # on the sample, 1 cost 1.16-1.20x the time per step of 0 for the same MRR and NegRecall over 3 seeds)
-    synthetic: int = 0
     # rows the warm-up fits on: the training questions, filled up with practice sentences; on the sample 512 left the
     # head's held-out accuracy where 1024 had it for 60% of the warm-up's time
     warmup_rows: int = 512
     # share of the exclusion questions the head also reads with their marker words hidden (swapped for other rows'
     # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/method.md: "Scope pooling")
     hide_markers: float = 0.0
-    warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (with any `synthetic`)
+    warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (scope.ScopeSentences)
     # keep the head the warm-up fitted in the embedding cache (eval.cache_dir), keyed by everything it depends on:
     # the soup's second run and a rerun of the same seed load it, to the bit, instead of fitting it (scope_cache.py)
     warmup_cache: bool = True
@@ -113,17 +105,13 @@ class SoupCfg:
 @dataclass
 class NegationCfg:
     """Negated statements (train/negation.py): minimal pairs of passages that differ by a negation,
-    each version asked for by a question of its own, so "not" has to be read. Built by rule from
-    the pool's passages (source null), or read in NevIR's layout (docs/data-formats.md, "Written negation pairs")."""
+    each version asked for by a question of its own, so "not" has to be read. Read in NevIR's layout
+    (docs/data-formats.md, "Written negation pairs"). The scope head learns the pairs' questions as
+    ordinary throughout (a negated statement excludes nothing); they stay out of its warm-up."""
     pairs: int = 0  # minimal pairs, two items each; 0: off; -1: all of `source`'s
-    # null: flip one sentence of a pool passage by rule; `written`: the pairs bundled with boolcl;
-    # or a NevIR-layout .json/.jsonl file, folder or hub id (its `split`)
-    source: Optional[str] = None
+    # `written`: the pairs bundled with boolcl; or a NevIR-layout .json/.jsonl file, folder or hub id (its `split`)
+    source: str = "written"
     split: str = "train"  # the hub split of `source`
-    questions: bool = True  # rule pairs: ask for each version with a question; false: the sentence itself is the query
-    # what the scope head learns from the pairs' questions: `ordinary` (every token; a negated statement
-    # excludes nothing) or `ignore` (nothing). Either way they stay out of its warm-up
-    head: str = "ordinary"
     # each pair in one epoch only: the pairs split into train.epochs parts, epoch e trains on part e
     # and all the rest of the mix, so the pairs add a third of the steps over three epochs, not thrice
     spread: bool = False

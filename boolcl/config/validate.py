@@ -48,10 +48,9 @@ RANGES = {
     "train.keep_last": ">= 1", "train.eval_every": ">= 0 (0: no scores while training)",
     "train.eval_max_corpus": ">= 1 or null (the whole corpus)", "train.num_workers": ">= 0",
     "train.exclusion.weight": ">= 0", "train.pairs.weight": ">= 0", "train.retention.weight": ">= 0",
-    "train.retention.passages": ">= 0", "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0",
-    "train.decomposition.anchor": ">= 0", "train.decomposition.synthetic": ">= 0", "train.scope.weight": ">= 0",
-    "train.scope.drop": ">= 0", "train.scope.lr": "> 0", "train.scope.hidden": ">= 1", "train.scope.warmup": ">= 0",
-    "train.scope.warmup_until": "in [0, 1]", "train.scope.synthetic": ">= 0", "train.scope.warmup_rows": ">= 1",
+    "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0", "train.decomposition.anchor": ">= 0",
+    "train.scope.weight": ">= 0", "train.scope.drop": ">= 0", "train.scope.lr": "> 0", "train.scope.hidden": ">= 1",
+    "train.scope.warmup": ">= 0", "train.scope.warmup_until": "in [0, 1]", "train.scope.warmup_rows": ">= 1",
     "train.scope.hide_markers": "in [0, 1]", "train.negation.pairs": ">= -1 (-1: all of train.negation.source's)",
     "train.negation.soup.weight": "in [0, 1] (0: off)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",
@@ -154,22 +153,16 @@ def validate(cfg: DictConfig) -> None:
     for key in ("exclusion", "pairs", "retention", "decomposition", "scope"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
-    for template in t.decomposition.templates:
-        try:
-            template.format(keep="", keep_lc="", drop="")
-        except (KeyError, IndexError, ValueError) as err:
-            raise ConfigError(f"train.decomposition.templates: {template!r} may only use {{keep}}, {{keep_lc}} "
-                              f"and {{drop}} ({type(err).__name__}: {err})") from None
-        if "{drop}" not in template or not ("{keep}" in template or "{keep_lc}" in template):
-            raise ConfigError(f"train.decomposition.templates: {template!r} needs {{drop}} and {{keep}} or {{keep_lc}}")
-    if t.scope.hidden < 1 or t.scope.synthetic < 0 or t.scope.warmup < 0:
-        raise ConfigError(f"train.scope.hidden must be >= 1, train.scope.synthetic and train.scope.warmup >= 0, "
-                          f"got {t.scope.hidden}, {t.scope.synthetic} and {t.scope.warmup}")
-    if t.negation.head not in ("ordinary", "ignore"):
-        raise ConfigError(f"train.negation.head is ordinary or ignore, got {t.negation.head!r}")
-    if t.negation.pairs < -1 or (t.negation.pairs == -1 and t.negation.source is None):
+    if t.scope.hidden < 1 or t.scope.warmup < 0:
+        raise ConfigError(f"train.scope.hidden must be >= 1 and train.scope.warmup >= 0, "
+                          f"got {t.scope.hidden} and {t.scope.warmup}")
+    if t.negation.pairs < -1:
         raise ConfigError(f"train.negation.pairs is a number of minimal pairs (0: off; -1: all of "
                           f"train.negation.source's), got {t.negation.pairs}")
+    if t.negation.pairs and not t.negation.source.strip():
+        raise ConfigError("train.negation.source is empty: give written (the pairs bundled with boolcl), a "
+                          "NevIR-layout .json or .jsonl file, a folder holding one, or a hub id; "
+                          "or train.negation.pairs=0")
     soup = t.negation.soup
     if not (isinstance(soup.weight, (int, float)) and 0 <= soup.weight <= 1):
         raise ConfigError(f"train.negation.soup.weight is the pairs' run's share of each weight, in [0, 1] "
@@ -196,14 +189,9 @@ def validate(cfg: DictConfig) -> None:
                     set(fields) - {"keep", "keep_lc", "drop"}:
                 raise ConfigError(f"train.scope.{key}: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
                                   f"once, and nothing else in braces")
-    if (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)) and not t.scope.templates:
-        raise ConfigError("train.scope.synthetic > 0 and train.scope.warmup_practice need at least one template "
+    if t.scope.warmup and t.scope.warmup_practice and not t.scope.templates:
+        raise ConfigError("train.scope.warmup_practice needs at least one template in train.scope.templates "
                           "(set train.scope.warmup_practice=false for a warm-up on the training questions alone)")
-    if t.decomposition.synthetic and not t.decomposition.templates:
-        raise ConfigError("train.decomposition.synthetic > 0 needs at least one template")
-    if t.retention.passages < 0 or (t.retention.passages and not t.retention.weight):
-        raise ConfigError(f"train.retention.passages is a weight >= 0 that works beside train.retention.weight > 0 "
-                          f"(its table), got passages={t.retention.passages}, weight={t.retention.weight}")
     if set(t.retention.operators) - set(t.operators):
         raise ConfigError(f"train.retention.operators={list(t.retention.operators)} must be among train.operators="
                           f"{list(t.operators)}: retention scores questions the mix has")

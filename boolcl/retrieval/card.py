@@ -122,7 +122,7 @@ def loss_terms(t: dict) -> dict:
     terms = {"contrastive": {"loss": t["loss"], "weight": 1.0, "scale": t.get("scale"),
                              "hard_negatives": t["hard_negatives"]}}
     extra = {"exclusion": ("margin", "operators"), "pairs": (), "retention": (),
-             "decomposition": ("drop", "anchor", "synthetic"), "scope": ("drop", "mode", "shift", "hidden", "warmup")}
+             "decomposition": ("drop", "anchor"), "scope": ("drop", "mode", "shift", "hidden", "warmup")}
     for name, keys in extra.items():
         part = t.get(name) or {}
         if part.get("weight"):

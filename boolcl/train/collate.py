@@ -13,7 +13,7 @@ import torch
 
 from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
-from boolcl.train.scope import UNKNOWN, row_spans, token_labels
+from boolcl.train.scope import row_spans, token_labels
 
 PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
 
@@ -26,11 +26,8 @@ def passage_key(passage_id: str) -> int:
 class ItemDataset(torch.utils.data.Dataset):
     """Picks, per epoch, which positive and which negatives each item uses (deterministic)."""
 
-    def __init__(self, items: list[Item], n_negatives: int, synthetic: Sequence[tuple[str, torch.Tensor]] = (),
-                 synthetic_per_item: int = 0, scope_sentences=None):
+    def __init__(self, items: list[Item], n_negatives: int):
         self.items, self.n_negatives, self.epoch = items, n_negatives, 0
-        self.scope_sentences = scope_sentences  # scope.ScopeSentences: (epoch, i) -> practice sentences
-        self.synthetic, self.synthetic_per_item = list(synthetic), synthetic_per_item if synthetic else 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -49,14 +46,10 @@ class ItemDataset(torch.utils.data.Dataset):
             explicit = min(k, n)
             # labelled negatives first, then mined ones; each epoch moves on to the next ones of each
             negs = (_rotate(slots[:k], self.epoch * explicit) + _rotate(slots[k:], self.epoch * (n - explicit)))[:n]
-        per, m = self.synthetic_per_item, len(self.synthetic)
-        start = (self.epoch * len(self.items) + i) * per  # each epoch moves on through the synthetic wordings
-        synthetic = [self.synthetic[(start + j) % m] for j in range(per)]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
                 "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
                 "question_type": it.question_type, "partner": it.partner, "retain": it.retain,
-                "target": it.target, "synthetic": synthetic,
-                "scope_sentences": self.scope_sentences(self.epoch, i) if self.scope_sentences else [],
+                "target": it.target,
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
 
 
@@ -71,8 +64,7 @@ def _rotate(xs: list, shift: int) -> list:
 class Batch:
     """One process's micro-batch. B queries, each with n negatives:
 
-    query rows:    the B queries, then the plain questions of the pairs, the synthetic NOT
-                   wordings, the scope practice sentences (one forward for all of them)
+    query rows:    the B queries, then the plain questions of the pairs (one forward for all of them)
     passage rows:  the B positives, then query i's n negatives at B + i*n .. B + i*n + n-1
 
     The optional fields are None when the recipe does not use them.
@@ -125,24 +117,19 @@ class Collator:
     With `pairs=True`, each NOT item's plain question is appended after the B queries with
     the item's first labelled negative, the excluded passage, as its target.
 
-    With `scope=True`, each item's scope practice sentences come last (no passages, no
-    target), and `scope_labels` holds every query row's token classes for the scope head
-    (scope.py): NOT questions from the rules' span, practice sentences from their own,
-    all other rows ORDINARY.
+    With `scope=True`, `scope_labels` holds every query row's token classes for the scope
+    head (scope.py): NOT questions from the rules' span, all other rows ORDINARY.
 
-    With `decomposition=True`, each item's synthetic NOT wordings are appended after the
-    plain questions (they have no passages); `distill_rows` are the rows with a target.
+    With `decomposition=True`, `distill_rows` are the rows with a target.
     """
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
                  query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
-                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False,
-                 scope_ignores: Sequence[str] = ()):
+                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
         self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
         self.decomposition, self.scope = decomposition, scope
-        self.scope_ignores = set(scope_ignores)  # question types whose rows teach the scope head nothing
         if scope and not getattr(tokenizer, "is_fast", False):
             raise ConfigError("train.scope needs a fast tokenizer (token offsets); this model's is not")
 
@@ -171,17 +158,12 @@ class Collator:
             positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
         pair_rows = [i for i, b in enumerate(batch)
                      if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
-        synthetic = [x for b in batch for x in b.get("synthetic", ())] if self.decomposition else []
-        practice = [x for b in batch for x in b.get("scope_sentences", ())] if self.scope else []
-        texts = ([b["query"] for b in batch] + [batch[i]["partner"] for i in pair_rows]
-                 + [text for text, _ in synthetic] + [text for text, _ in practice])
+        texts = [b["query"] for b in batch] + [batch[i]["partner"] for i in pair_rows]
         queries = self._tokenize([self.query_prompt + x for x in texts], offsets=self.scope)
         scope_labels = None
         if self.scope:
-            spans = ([UNKNOWN if b.get("question_type") in self.scope_ignores else span for b, span in
-                      zip(batch, row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch]))]
-                     + [None] * len(pair_rows) + row_spans([t for t, _ in synthetic], [True] * len(synthetic))
-                     + [span for _, span in practice])
+            spans = (row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch])
+                     + [None] * len(pair_rows))
             scope_labels = token_labels(spans, queries.pop("offset_mapping"), queries["attention_mask"],
                                         len(self.query_prompt))
         passages = self._tokenize([self.passage_prompt + p for p in passages])
@@ -198,9 +180,8 @@ class Collator:
         distill = {}
         if self.decomposition:
             rows = [i for i, b in enumerate(batch) if b.get("target") is not None]
-            targets = [batch[i]["target"] for i in rows] + [v for _, v in synthetic]
-            first = b_n + len(pair_rows)
-            distill = {"distill_rows": torch.tensor(rows + list(range(first, first + len(synthetic))), dtype=torch.long),
+            targets = [batch[i]["target"] for i in rows]
+            distill = {"distill_rows": torch.tensor(rows, dtype=torch.long),
                        "distill_targets": torch.stack(targets) if targets else torch.zeros((0, 0))}
         return Batch(
             query_features=queries, passage_features=passages, n_queries=b_n,

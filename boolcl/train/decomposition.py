@@ -20,7 +20,6 @@ example's provenance when it records them (the sample's `disjunctive` and
 """
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,60 +60,19 @@ def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
     return None
 
 
-def _phrase(question: str, part: str) -> str | None:
-    """The dropped part as written in the question (its casing, no '?'), to reuse in new wordings."""
-    core = part.rstrip("?").strip()
-    at = question.lower().find(core.lower())
-    return question[at:at + len(core)] if core and at >= 0 else None
-
-
-def synthetic_questions(items, templates: Sequence[str], seed: int) -> list[tuple[str, str, str]]:
-    """New NOT wordings (question, kept, dropped) from the training items' own parts, no labels needed.
-
-    Each passage group's kept question is joined with each dropped phrase of that group's NOT
-    questions through every template (`{keep}`: the kept question without '?', `{keep_lc}`: the
-    same with a lower-case first letter, `{drop}`: the phrase). The target needs only the text,
-    so these teach the operator across many more wordings than the labelled questions have.
-    """
-    groups: dict = {}
-    for it in items:
-        if it.not_parts is None or it.not_parts[2] != "rules":
-            continue
-        keep, drop, _ = it.not_parts
-        phrase = _phrase(it.query, drop)
-        if phrase:
-            kept, phrases = groups.setdefault(it.group or ("item", it.query), (set(), set()))
-            kept.add(keep)
-            phrases.add(phrase)
-    out = set()
-    for kept, phrases in groups.values():
-        for keep in kept:
-            stem = keep.rstrip("?").strip()
-            for phrase in phrases:
-                for template in templates:
-                    q = template.format(keep=stem, keep_lc=stem[:1].lower() + stem[1:], drop=phrase)
-                    out.add((" ".join(q.split()), keep, phrase[:1].upper() + phrase[1:] + "?"))
-    ordered = sorted(out)
-    random.Random(seed).shuffle(ordered)
-    return ordered
-
-
 @dataclass
 class Plan:
     """What the targets are made of, known before any encoding: the NOT items whose target
-    splits, the synthetic wordings (question, kept, dropped), and per target row its question
-    and (kept, dropped) parts; `rows` lists every text the start table must hold for them."""
+    splits, and per target row its question and (kept, dropped) parts; `rows` lists every text
+    the start table must hold for them."""
     chosen: list
-    synthetic: list[tuple[str, str, str]]
     questions: list[str]
     parts: list[tuple[str, str]]
 
     @classmethod
-    def of(cls, items, d, seed: int) -> "Plan":
+    def of(cls, items) -> "Plan":
         chosen = [it for it in items if it.not_parts is not None]
-        synthetic = synthetic_questions(chosen, list(d.templates), seed) if d.synthetic else []
-        return cls(chosen, synthetic, [it.query for it in chosen] + [q for q, _, _ in synthetic],
-                   [it.not_parts[:2] for it in chosen] + [(k, x) for _, k, x in synthetic])
+        return cls(chosen, [it.query for it in chosen], [it.not_parts[:2] for it in chosen])
 
     def rows(self, prompt: str | None = None) -> list[str]:
         return target_texts(self.questions, self.parts, prompt)
@@ -140,16 +98,16 @@ def teacher_targets(embed, questions: Sequence[str], parts: Sequence[tuple[str, 
     return anchor * q + keep - drop * dropped
 
 
-def attach_targets(embed, plan: Plan, items, d, *, normalize: bool, prompt: str | None = None) -> tuple[list, dict]:
-    """Give every NOT item that splits its target, and build the synthetic wordings with theirs
-    (config `train.decomposition`). Returns the synthetic (question, target) pairs and counts."""
+def attach_targets(embed, plan: Plan, items, d, *, normalize: bool, prompt: str | None = None) -> dict:
+    """Give every NOT item that splits its target (config `train.decomposition`). Returns how
+    many split by the rules, by their provenance, and how many did not split."""
     counts = {"provenance": 0, "rules": 0, "unsplit": sum(it.question_type == "not" and it.not_parts is None
-                                                          for it in items), "synthetic": len(plan.synthetic)}
+                                                          for it in items)}
     if not plan.questions:
-        return [], counts
+        return counts
     targets = teacher_targets(embed, plan.questions, plan.parts, drop=float(d.drop), anchor=float(d.anchor),
                               normalize=normalize, prompt=prompt)
     for it, v in zip(plan.chosen, targets):
         it.target = v
         counts[it.not_parts[2]] += 1
-    return list(zip([q for q, _, _ in plan.synthetic], targets[len(plan.chosen):])), counts
+    return counts

@@ -39,7 +39,7 @@ from boolcl.train import checkpoint, decomposition, scope, scope_cache
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.mixing import Item, build_mix
 from boolcl.train.negation import QUESTION_TYPE as STATEMENT
-from boolcl.train.negation import statement_pairs, within_length, without_statements, written_pairs
+from boolcl.train.negation import within_length, without_statements, written_pairs
 from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
 from boolcl.train.sampling import EpochShuffle, spread_parts
@@ -115,7 +115,7 @@ class Data:
     mix: dict  # where the items came from, for data_manifest.json
     dataset: ItemDataset
     loader: torch.utils.data.DataLoader
-    practice: scope.ScopeSentences | None  # the scope head's practice sentences
+    practice: scope.ScopeSentences | None  # the scope head's practice sentences for its warm-up
     start_table: StartTable | None  # the starting model's embeddings for retention and decomposition
 
 
@@ -126,27 +126,21 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
     `Batch`es in an order fixed by (seed, epoch)."""
     t = cfg.train
     items, mix = build_mix(cfg)
-    if t.negation.pairs and t.negation.source is None:  # minimal pairs from the mix's own passages, by rule
-        extra = statement_pairs(items, t.negation.pairs, cfg.seed, questions=t.negation.questions)
-        mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs}
-        items = items + extra
-    elif t.negation.pairs:  # minimal pairs in NevIR's layout
+    if t.negation.pairs:  # minimal pairs in NevIR's layout
         read, source = written_pairs(t.negation.source, t.negation.pairs, cfg.seed, t.negation.split)
         extra = within_length(read, model.tokenizer, t.max_length)
         mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs, "source": source,
                            "cut_off": (len(read) - len(extra)) // 2}
         items = items + extra
-    if t.negation.pairs and not mix["negation"]["pairs"]:  # asked for, none left: say so, not train without
-        cut = mix["negation"].get("cut_off")
-        raise ConfigError(f"train.negation.pairs={t.negation.pairs}: no minimal pair is left to train on"
-                          + (f" ({cut} read from {mix['negation']['source']}, all with passages that differ only "
-                             f"past train.max_length={t.max_length})" if cut else
-                             " (no passage of the mix has a sentence the rules can negate)"))
+        if not extra:  # asked for, none left: say so, not train without
+            cut = mix["negation"]["cut_off"]
+            raise ConfigError(f"train.negation.pairs={t.negation.pairs}: no minimal pair is left to train on"
+                              + (f" ({cut} read from {source}, all with passages that differ only past "
+                                 f"train.max_length={t.max_length})" if cut else f" ({source} holds none)"))
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
                        pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
-                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0,
-                       scope_ignores=[STATEMENT] if t.negation.head == "ignore" else [])
-    plan = decomposition.Plan.of(items, t.decomposition, cfg.seed) if t.decomposition.weight else None
+                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
+    plan = decomposition.Plan.of(items) if t.decomposition.weight else None
     if plan is not None and start is None:
         raise ValueError("build_data: train.decomposition needs `start` (build_model's second value) for its targets")
     table = None
@@ -157,17 +151,15 @@ def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | Non
         table = StartTable(start, rows, collate, autocast, device, **start_table_cache(cfg, start, device, precision))
         if table.cache is not None:
             mix["start_table"] = table.cache
-    synthetic = []
     if plan is not None:  # targets from the starting model, before any step (and on resume too)
-        synthetic, mix["decomposition"] = decomposition.attach_targets(
+        mix["decomposition"] = decomposition.attach_targets(
             table.embed, plan, items, t.decomposition, normalize=(model.similarity_fn_name or "cosine") == "cosine",
             prompt=query_prompt)
-    practice = None  # the head's practice sentences: in the warm-up (warmup_practice) and/or in every step (synthetic)
-    if t.scope.weight and (t.scope.synthetic or (t.scope.warmup and t.scope.warmup_practice)):
-        practice = scope.ScopeSentences(without_statements(items), t.scope.templates, max(t.scope.synthetic, 1),
-                                        cfg.seed, contrast=t.scope.contrast)
-    dataset = ItemDataset(items, t.hard_negatives, synthetic, t.decomposition.synthetic,
-                          practice if t.scope.synthetic else None)
+    practice = None  # the head's practice sentences, for its warm-up
+    if t.scope.weight and t.scope.warmup and t.scope.warmup_practice:
+        practice = scope.ScopeSentences(without_statements(items), t.scope.templates, cfg.seed,
+                                        contrast=t.scope.contrast)
+    dataset = ItemDataset(items, t.hard_negatives)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
     parts = None
@@ -197,8 +189,8 @@ def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) 
     """Fit the scope head alone before the first step, as the recipe's train.scope says
     (scope.py), or load the head an earlier run fitted from the same everything (scope_cache.py)."""
     s, head = cfg.train.scope, pooling.scope_pooling(model)
-    drawn = scope.warm_up_rows(model, without_statements(data.items), data.practice if s.warmup_practice else None,
-                               seed=cfg.seed, prompt=query_prompt, rows=s.warmup_rows)
+    drawn = scope.warm_up_rows(model, without_statements(data.items), data.practice, seed=cfg.seed,
+                               prompt=query_prompt, rows=s.warmup_rows)
     settings = {"steps": s.warmup, "lr": s.lr, "until": s.warmup_until, "hide_markers": s.hide_markers}
 
     def fit() -> dict:
@@ -255,13 +247,11 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
     if "decomposition" in mix:
         d = mix["decomposition"]
         print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
-              f"provenance, {d['unsplit']} unsplit (no target); {d['synthetic']} synthetic wordings", flush=True)
+              f"provenance, {d['unsplit']} unsplit (no target)", flush=True)
     if "negation" in mix:
         n = mix["negation"]
-        print((f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, "
-               f"{n['cut_off']} left out: their passages differ only past train.max_length)" if "source" in n
-               else f"negated statements: {n['pairs']} passages of the pool paired with a copy that flips one "
-               f"sentence ({n['asked']} asked; each version has a question of its own)")
+        print(f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, "
+              f"{n['cut_off']} left out: their passages differ only past train.max_length)"
               + (f"; {n['per_epoch']} of them in each epoch (train.negation.spread)" if "per_epoch" in n else ""),
               flush=True)
     if "scope_warmup" in mix:

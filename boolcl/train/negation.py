@@ -4,28 +4,19 @@ An exclusion ("X other than Y") asks the retriever to leave a passage out; a neg
 statement ("Einstein did not enjoy it at that age") asks it to tell two nearly identical
 passages apart by one word. Mean pooling over a hundred tokens barely moves when "not"
 is added, so a bi-encoder scores both passages alike, and NevIR's paired accuracy falls below
-random. `train.negation.pairs=N` turns N passages of the training pool into two items each:
+random. `train.negation.pairs=N` reads N minimal pairs in NevIR's layout (`written_pairs`),
+from `train.negation.source`: the ones written for boolcl, or a user's own. Each pair becomes
+two items:
 
-    question about sentence S of passage P     positive P,  hard negative P' (S negated in it)
-    the same question negated (about S')       positive P', hard negative P
+    q1    positive doc1,  hard negative doc2
+    q2    positive doc2,  hard negative doc1
 
-("What are hardened deposits of digestive fluid?" / "What are not hardened deposits of
-digestive fluid?"), so the only way to rank both right is to read the negation, in the
-question and in the passage.
-S is negated by rule: "not" goes in after the first auxiliary or form of "be" ("is" -> "is not",
-"can" -> "cannot"), or an existing negation is taken out ("does not" -> "does"). No labels,
-no LLM, and nothing from NevIR: only the training pool's passages, which never include the
-evaluation clusters'. Measured on the sample, training on these leaves NevIR where it was.
-
-`train.negation.source` reads the pairs instead, in NevIR's layout (`written_pairs`): the ones
-written for boolcl, or a user's own. Those raise it (docs/method.md, "Negated statements: two
-runs, one model").
+so the only way to rank both right is to read the negation, in the question and in the
+passage (docs/method.md, "Negated statements: two runs, one model").
 """
 from __future__ import annotations
 
-import hashlib
 import random
-import re
 from pathlib import Path
 
 from boolcl.data.nevir import file_names, load_nevir
@@ -33,83 +24,10 @@ from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
 
 QUESTION_TYPE = "statement"  # not "not": these rows get no exclusion, decomposition or retention, and the
-# scope head learns them as ordinary throughout or not at all (train.negation.head), never in its warm-up
+# scope head learns them as ordinary throughout, never in its warm-up
 
 # minimal pairs written for boolcl in NevIR's layout (train.negation.source=written; never NevIR's own)
 WRITTEN = Path(__file__).resolve().parent.parent / "data" / "negation_pairs.jsonl"
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
-_AUXILIARY = ("is", "are", "was", "were", "can", "could", "will", "would", "should", "may", "might", "must",
-              "does", "do", "did", "has been", "have been", "had been")
-_ADD = re.compile(r"\b(" + "|".join(a.replace(" ", r"\s+") for a in _AUXILIARY) + r")\b(?!\s+not\b)", re.IGNORECASE)
-_CONTRACTED = {"isn't": "is", "aren't": "are", "wasn't": "was", "weren't": "were", "can't": "can",
-               "couldn't": "could", "won't": "will", "wouldn't": "would", "shouldn't": "should",
-               "doesn't": "does", "don't": "do", "didn't": "did", "hasn't": "has", "haven't": "have",
-               "hadn't": "had", "mustn't": "must"}
-_REMOVE = re.compile(r"\b(cannot|" + "|".join(re.escape(c) for c in _CONTRACTED) + r"|(?:"
-                     + "|".join(sorted({a.split()[0] for a in _AUXILIARY})) + r")\s+not)\b", re.IGNORECASE)
-
-
-def negate(sentence: str) -> str | None:
-    """The sentence with its polarity flipped at its first negation or auxiliary, or None when
-    the rules find neither (a sentence with only a main verb: "Attacks begin after meals")."""
-    m = _REMOVE.search(sentence)
-    if m:
-        word = m.group(1)
-        low = word.lower()
-        plain = "can" if low == "cannot" else _CONTRACTED.get(low) or re.sub(r"\s+not$", "", word, flags=re.I)
-        plain = plain[:1].upper() + plain[1:] if word[:1].isupper() else plain
-        return sentence[:m.start()] + plain + sentence[m.end():]
-    m = _ADD.search(sentence)
-    if m is None:
-        return None
-    word = m.group(1)
-    first, *rest = word.split()
-    added = ("cannot" if word.lower() == "can" else "Cannot" if word == "Can"
-             else " ".join([first, "not", *rest]))  # "has been" -> "has not been"
-    return sentence[:m.start()] + added + sentence[m.end():]
-
-
-def question_pair(sentence: str, flipped: str) -> tuple[str, str]:
-    """The two versions as questions about their subject, asked the same way: "Gallstones are
-    hardened deposits." / "... are not ..." -> "What are hardened deposits?" / "What are not
-    hardened deposits?". Both keep the words from the auxiliary on, so they differ only by the
-    negation, as the passages do, and neither contains its passage's sentence word for word."""
-    i = next((k for k, (a, b) in enumerate(zip(sentence, flipped)) if a != b), min(len(sentence), len(flipped)))
-    start = max(sentence.rfind(" ", 0, i), 0)  # the word the edit is in...
-    if i and sentence[i - 1] == " ":  # ...or, when the edit starts a word, the auxiliary before it
-        start = max(sentence.rfind(" ", 0, i - 1), 0)
-    ask = lambda text: "What " + text[start:].strip().rstrip(".!;:") + "?"  # noqa: E731
-    return ask(sentence), ask(flipped)
-
-
-def _passage_id(passage_id: str, sentence: int) -> str:
-    return f"{passage_id}#negated-{sentence}-" + hashlib.blake2b(passage_id.encode(), digest_size=4).hexdigest()
-
-
-def statement_pairs(items: list[Item], n: int, seed: int, questions: bool = True) -> list[Item]:
-    """2 x min(n, passages that have a sentence the rules can negate) items, from the
-    positives of `items` (the training mix, so no evaluation passage), in an order fixed by `seed`.
-    The queries are `question_pair`'s questions, or with `questions=False` the two sentences."""
-    passages = sorted({(pid, text) for it in items for pid, text in zip(it.positive_ids, it.positives)})
-    rng = random.Random(f"negation/{seed}")
-    rng.shuffle(passages)
-    out: list[Item] = []
-    for pid, text in passages:
-        if len(out) >= 2 * n:
-            break
-        sentences = _SENTENCE.split(text.strip())
-        choices = [(i, s, negate(s)) for i, s in enumerate(sentences) if len(s.split()) >= 5 and not s.endswith("?")]
-        choices = [c for c in choices if c[2] is not None]
-        if not choices:
-            continue
-        i, s, flipped = rng.choice(choices)
-        other = " ".join(sentences[:i] + [flipped] + sentences[i + 1:])
-        oid, group = _passage_id(pid, i), f"negation/{pid}"
-        q, q_flipped = question_pair(s, flipped) if questions else (s, flipped)
-        out.append(Item(q, [pid], [text], [oid], [other], QUESTION_TYPE, n_explicit=1, group=group))
-        out.append(Item(q_flipped, [oid], [other], [pid], [text], QUESTION_TYPE, n_explicit=1, group=group))
-    return out
 
 
 def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple[list[Item], str]:
@@ -119,10 +37,8 @@ def written_pairs(source: str, n: int, seed: int, split: str = "train") -> tuple
     `source` is anything data/nevir.py reads: "written" (the 640 pairs bundled with boolcl,
     written for it, none from NevIR: docs/data-formats.md, "Written negation pairs"), a .json/.jsonl file, a
     folder, or a hub id with `split` (NevIR's own training split, `orionweller/NevIR`, for
-    users who can reach the hub). Rule negations cover one auxiliary; written pairs move a
-    negation, swap an antonym or negate a verb, which is what NevIR's passages do. NevIR's test
-    split (asked for, or a file named as the authors name it) is refused: it is the benchmark.
-    Also returns where the pairs came from."""
+    users who can reach the hub). NevIR's test split (asked for, or a file named as the authors
+    name it) is refused: it is the benchmark. Also returns where the pairs came from."""
     label = source
     if source == "written":
         source = str(WRITTEN)

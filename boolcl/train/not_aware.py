@@ -10,15 +10,13 @@
 - `DecompositionDistill`: the NOT question's embedding points where the frozen starting
   model's decomposition arithmetic puts it (decomposition.py says why that generalises).
 - `Retention`: KL between the frozen starting model's in-batch score distribution and the
-  student's, on the original data's queries, so general ranking is not traded away;
-  `PassageRetention` the same with those queries' passages as the queries.
+  student's, on the original data's queries, so general ranking is not traded away.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from boolcl.train.collate import PLACEHOLDER
 from boolcl.train.losses import false_negative_mask, labelled_positives, similarity
 
 
@@ -80,29 +78,6 @@ class Retention(torch.nn.Module):
         mask = false_negative_mask(positive_keys[idx], passage_keys, idx)
         return masked_kl(self.scale * similarity(q[idx], p, self.kind).float(),
                          self.scale * similarity(teacher_q[idx], teacher_p, self.kind).float(), mask)
-
-
-class PassageRetention(torch.nn.Module):
-    """The same KL with passages as the queries: each chosen row's positive against the batch's
-    other passages. Query retention keeps how short questions rank; a long text asked as a
-    query (an ArguAna argument) ranks by its passage neighbourhood, which this keeps."""
-
-    def __init__(self, similarity: str = "dot", scale: float = 1.0):
-        super().__init__()
-        self.kind, self.scale = similarity, scale
-
-    def forward(self, p: torch.Tensor, teacher_p: torch.Tensor, rows: torch.Tensor,
-                passage_keys: torch.Tensor) -> torch.Tensor:
-        """p, teacher_p: (P, d), the positives first (row i's at i); rows: (B,) bool."""
-        idx = torch.nonzero(rows).flatten()
-        # the passage itself (and copies of it) is no neighbour; fillers are nothing
-        mask = (passage_keys[None, :] == passage_keys[idx][:, None]) | (passage_keys == PLACEHOLDER)[None, :]
-        keep = ~mask.all(1)  # a passage alone in its batch has no neighbours to keep
-        if not bool(keep.any()):
-            return p.new_zeros(())
-        idx, mask = idx[keep], mask[keep]
-        return masked_kl(self.scale * similarity(p[idx], p, self.kind).float(),
-                         self.scale * similarity(teacher_p[idx], teacher_p, self.kind).float(), mask)
 
 
 def masked_kl(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,6 @@
                                + QueryContrast: that passage prefers the plain form to the NOT form)
          + retention.weight · KL to the frozen starting model (original data's queries, and
                                the Boolean ones of retention.operators)
-         + retention.passages · the same KL with those queries' positives as the queries
          + decomposition.weight · (1 - cos to the starting model's decomposition of each NOT question)
          + scope.weight     · cross-entropy of the scope-pooling head's token classes (scope.py)
                               (+ the same on a share of the questions with their markers hidden)
@@ -24,7 +23,6 @@ from boolcl.train.losses import InfoNCE, MarginMSE
 from boolcl.train.not_aware import (
     DecompositionDistill,
     ExclusionMargin,
-    PassageRetention,
     QueryContrast,
     Retention,
 )
@@ -45,7 +43,6 @@ class Objective:
         self.pair_contrast = QueryContrast(similarity, self.info_nce.scale)
         self.exclusion = ExclusionMargin(similarity, t.exclusion.margin) if t.exclusion.weight else None
         self.retention = Retention(similarity, self.info_nce.scale) if t.retention.weight else None
-        self.passage_retention = PassageRetention(similarity, self.info_nce.scale) if t.retention.passages else None
         self.decomposition = DecompositionDistill() if t.decomposition.weight else None
         self.scope = ScopeLoss() if t.scope.weight else None
         self.hidden_markers = None
@@ -86,9 +83,6 @@ class Objective:
                 teacher_p = self.start_table.lookup(batch.passage_features)
                 parts["retention"] = t.retention.weight * self.retention(
                     q_main, p, teacher_q, teacher_p, rows, batch.passage_keys, batch.positive_keys)
-                if self.passage_retention is not None:
-                    parts["retention_passages"] = t.retention.passages * self.passage_retention(
-                        p, teacher_p, rows, batch.passage_keys)
         if self.decomposition is not None and len(batch.distill_rows):
             parts["decomposition"] = t.decomposition.weight * self.decomposition(
                 q[batch.distill_rows], batch.distill_targets)

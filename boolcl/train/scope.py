@@ -6,8 +6,9 @@ query and every passage is ORDINARY throughout, so the head learns to reweight q
 that exclude something and to leave everything else a plain mean. A NOT question that the
 rules cannot split teaches nothing (its tokens are ignored) rather than something wrong.
 
-Practice sentences (`ScopeSentences`) add wordings the training questions lack, with exact
-spans from their templates, and `warm_up` fits the head alone before the first step.
+`warm_up` fits the head alone before the first step, on the training questions and practice
+sentences (`ScopeSentences`): wordings the training questions lack, with exact spans from their
+templates.
 """
 from __future__ import annotations
 
@@ -97,38 +98,33 @@ def practice_sentence(template: str, keep: str, drop: str) -> tuple[str, Span]:
 
 
 class ScopeSentences:
-    """Label-free practice for the scope head: template sentences joining a training question
-    (kept) to the excluded part of another training NOT question, with exact spans.
+    """Label-free practice for the scope head's warm-up: template sentences joining a training
+    question (kept) to the excluded part of another training NOT question, with exact spans.
 
     Their meaning does not matter, only where the exclusion lies; so a few topics' questions
     make many sentences in every wording the templates know. With `contrast` templates, half
     the sentences join the same parts with a word that does not exclude ("and also", "or") and
-    are ordinary throughout (span None), so the head keys on the marker word itself. Row `i` of
-    epoch `e` always gets the same sentences (a resumed run sees what the first one saw)."""
+    are ordinary throughout (span None), so the head keys on the marker word itself. Row `i`
+    always gets the same sentence, drawn from (seed, i) alone."""
 
-    def __init__(self, items, templates: Sequence[str], per_item: int, seed: int, contrast: Sequence[str] = ()):
-        self.templates, self.per_item, self.seed = list(templates), per_item, seed
-        self.contrast = list(contrast)
+    def __init__(self, items, templates: Sequence[str], seed: int, contrast: Sequence[str] = ()):
+        self.templates, self.seed, self.contrast = list(templates), seed, list(contrast)
         self.keeps = sorted({it.query.strip().rstrip("?.").strip() for it in items if it.question_type != "not"})
         queries = [it.query for it in items]
         spans = row_spans(queries, [it.question_type == "not" for it in items])
         drops = {q[s[1][0]:s[1][1]].strip(" ,") for q, s in zip(queries, spans) if isinstance(s, tuple)}
         self.drops = sorted(d for d in drops if d)
-        if per_item and (not self.keeps or not self.drops):
-            raise ConfigError("train.scope.synthetic needs training questions that are not NOT questions and NOT "
-                             "questions the rules can split; this training mix lacks one of them")
+        if not self.keeps or not self.drops:
+            raise ConfigError("train.scope.warmup_practice needs training questions that are not NOT questions and "
+                              "NOT questions the rules can split; this training mix lacks one of them (set "
+                              "train.scope.warmup_practice=false for a warm-up on the training questions alone)")
 
-    def __call__(self, epoch: int, i: int) -> list[tuple[str, Span | None]]:
-        if not self.per_item:
-            return []
-        rng = random.Random(f"{self.seed}/{epoch}/{i}")
-        out = []
-        for _ in range(self.per_item):  # without contrast templates: the same draws as before they existed
-            contrast = bool(self.contrast) and rng.random() < 0.5
-            template = rng.choice(self.contrast if contrast else self.templates)
-            text, span = practice_sentence(template, rng.choice(self.keeps), rng.choice(self.drops))
-            out.append((text, None if contrast else span))
-        return out
+    def __call__(self, i: int) -> tuple[str, Span | None]:
+        rng = random.Random(f"{self.seed}/-1/{i}")  # the key of row i's draws: every warm-up's rows depend on it
+        contrast = bool(self.contrast) and rng.random() < 0.5  # without contrast templates nothing is drawn here
+        template = rng.choice(self.contrast if contrast else self.templates)
+        text, span = practice_sentence(template, rng.choice(self.keeps), rng.choice(self.drops))
+        return text, None if contrast else span
 
 
 class HiddenMarkerLoss(torch.nn.Module):
@@ -269,8 +265,8 @@ def warm_up_rows(model, items, practice: ScopeSentences | None, *, seed: int, pr
     gen = torch.Generator().manual_seed(seed)
     texts = [it.query for it in items]
     spans = row_spans(texts, [it.question_type == "not" for it in items])
-    if practice is not None and practice.per_item:
-        for text, span in (s for i in range(max(0, rows - len(texts))) for s in practice(-1, i)[:1]):
+    if practice is not None:
+        for text, span in (practice(i) for i in range(max(0, rows - len(texts)))):
             texts.append(text)
             spans.append(span)
     order = torch.randperm(len(texts), generator=gen)[:rows].tolist()
