@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 import boolcl
-from boolcl.errors import ConfigError
+from boolcl.errors import ConfigError, report_user_errors
 
 # the subcommands that take Hydra-style overrides (recipe=NAME key=value ...); interpolate takes out=DIR only
 CONFIGURED = ("demo", "train", "evaluate", "generate", "compare", "decompose", "explain", "config")
@@ -330,8 +330,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from boolcl.errors import DataError, ModelError, TrainingError
-
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     # known args first: argparse leaves a key=value given after an option (interpolate's `--weight 0.7 out=DIR`)
@@ -344,15 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "evaluate" and args.model and "=" in args.model:  # `boolcl evaluate key=value`
         args.overrides.insert(0, args.model)
         args.model = None
-    try:
-        return args.func(args)
-    except (ConfigError, DataError, ModelError, TrainingError) as e:
-        # plain text, never wrapped: paths and line numbers must survive copy-paste and grep
-        print(f"boolcl {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"boolcl {args.command}: interrupted", file=sys.stderr)
-        return 130
+    return report_user_errors(f"boolcl {args.command}", lambda: args.func(args))
 
 
 if __name__ == "__main__":

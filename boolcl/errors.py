@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 
 
 class ConfigError(ValueError):
@@ -30,3 +32,16 @@ class TrainingError(RuntimeError):
 
 class LLMError(ConfigError):
     """The endpoint cannot be used (auth, model, endpoint, or it kept failing); the run stops."""
+
+
+def report_user_errors(prog: str, run: Callable[[], int]) -> int:
+    """`run()`'s exit code; a user's mistake (the errors above) or Ctrl-C becomes one plain line on
+    stderr, never wrapped, so paths and line numbers survive copy-paste and grep, and exit 2 or 130."""
+    try:
+        return run()
+    except (ConfigError, DataError, ModelError, TrainingError) as e:
+        print(f"{prog}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

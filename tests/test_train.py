@@ -311,7 +311,7 @@ def test_group_by_length_makes_homogeneous_batches_in_random_order():
 def test_spread_parts_put_each_unit_in_one_part_and_every_epoch_at_one_length():
     from boolcl.train.sampling import EpochShuffle, spread_parts
 
-    units = [(10 + 2 * k, 11 + 2 * k) for k in range(5)]  # five pairs: items 10..19
+    units = [(10 + 2 * k, 11 + 2 * k) for k in range(5)]  # five pairs: the items numbered 10 to 19
     parts = spread_parts(units, 2, seed=7)
     assert [len(p) for p in parts] == [6, 6]  # ceil(5/2) = 3 pairs each; the second wraps to one of the first's
     for p in parts:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from boolcl.config import compose, overridden, to_yaml
 from boolcl.config.inputs import check_training_inputs
-from boolcl.errors import ConfigError, DataError, ModelError, TrainingError
+from boolcl.errors import report_user_errors
 
 # what `train` must be told: the recipe (which names a model and its data) or at least the model
 REQUIRED = ("recipe", "model")
@@ -65,18 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"expected key=value overrides, got {' '.join(bad)}")
     if not overridden(args.overrides, *REQUIRED):
         parser.error("say what to train: recipe=NAME (`boolcl recipes` lists them) or model=...")
-    try:
-        cfg = compose(args.overrides)
-        if args.cfg:
-            print(to_yaml(cfg), end="")
-            return 0
-        run_dir = train_config(cfg)
-    except (ConfigError, DataError, ModelError, TrainingError) as e:
-        # one plain line: paths and line numbers must survive copy-paste and grep
-        print(f"{prog}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    print(f"saved {run_dir}")
+    return report_user_errors(prog, lambda: run(args))
+
+
+def run(args) -> int:
+    cfg = compose(args.overrides)
+    if args.cfg:
+        print(to_yaml(cfg), end="")
+        return 0
+    print(f"saved {train_config(cfg)}")
     return 0
