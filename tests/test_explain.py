@@ -17,9 +17,9 @@ NOT_Q = "What causes upper abdominal pain that has nothing to do with the liver?
 
 def scoped(tiny_model_dir, randomise: bool):
     model = load_model(str(tiny_model_dir), device="cpu")
+    torch.manual_seed(3)  # the head's GRU is drawn here: the same head whatever ran before
     head = pooling.install(model, drop=0.5)
     if randomise:  # a head that tells tokens apart, so the check below is not one of equal weights
-        torch.manual_seed(3)
         with torch.no_grad():
             head.head.weight.normal_(0, 2.0)
             head.head.bias.copy_(torch.tensor([0.5, 0.0, 0.2]))
