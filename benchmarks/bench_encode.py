@@ -2,7 +2,6 @@
 
     python benchmarks/bench_encode.py                  # CPU: a small corpus
     python benchmarks/bench_encode.py --passages 200000 --batch 512    # GPU
-    python benchmarks/bench_encode.py --passages 200000 --batch 512 --scope   # GPU: + the scope head's overhead
     python benchmarks/bench_encode.py --backend onnx   # CPU: boolcl's torch path vs eval.backend=onnx (fp32, int8)
     python benchmarks/bench_encode.py --backend onnx --quantize "" --corpus sample   # CPU: the token cap alone
 
@@ -49,9 +48,6 @@ def main() -> None:
                          "(comma-separated, e.g. 1024,2048,4096,8192), as torch-capN")
     ap.add_argument("--quantize", default="none,int8", help="--backend onnx: eval.onnx_quantize values to time")
     ap.add_argument("--rounds", type=int, default=3, help="--backend onnx: interleaved timing rounds")
-    ap.add_argument("--scope", action="store_true",
-                    help="default mode: also time boolcl's encoder with scope pooling installed (the head's GRU "
-                         "runs over every passage, in float32 under autocast) and print its overhead")
     ap.add_argument("--corpus", default="synthetic",
                     help="--backend onnx: synthetic (63-token passages), sample (the bundled sample's passages, "
                          "101 MiniLM tokens on average) or nevir:PATH (NevIR's documents, 148)")
@@ -96,17 +92,6 @@ def main() -> None:
     res["ratio"] = res["boolcl_passages_per_s"] / res["stock_passages_per_s"]
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     res["min_cosine_between_paths"] = float(cos.min())  # same embeddings up to bf16 rounding
-    if args.scope:  # the scope head's share of encoding time (the aim: at most 10% at batch 512)
-        from boolcl import pooling
-
-        pooling.install(ours, drop=0.5, hidden=64, mode="parts")
-        encode(ours, texts[: batch * 2], batch_size=batch, show_progress=False)  # warm-up
-        t = time.perf_counter()
-        c = encode(ours, texts, batch_size=batch, show_progress=False)
-        res["scope_passages_per_s"] = n / (time.perf_counter() - t)
-        res["scope_overhead"] = res["boolcl_passages_per_s"] / res["scope_passages_per_s"] - 1
-        cos = (b * c).sum(1) / (np.linalg.norm(b, axis=1) * np.linalg.norm(c, axis=1))
-        res["scope_min_cosine_to_mean"] = float(cos.min())  # a fresh head pools as the mean did
 
     queries = b[:1000] + 0.01
     t = time.perf_counter()
@@ -128,9 +113,7 @@ def main() -> None:
                                              + res["search_1000q_msmarco_s"] * 7) / 60  # dev: 6,980 queries
     print(json.dumps(res, indent=2))
     print(f"\nSentenceTransformer.encode {res['stock_passages_per_s']:.0f}/s | boolcl {res['boolcl_passages_per_s']:.0f}/s "
-          f"| ratio {res['ratio']:.2f}x | search 1000 queries {res['search_1000q_s']:.3f}s"
-          + (f" | with scope pooling {res['scope_passages_per_s']:.0f}/s (+{100 * res['scope_overhead']:.1f}% time)"
-             if args.scope else ""))
+          f"| ratio {res['ratio']:.2f}x | search 1000 queries {res['search_1000q_s']:.3f}s")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
 

@@ -1,4 +1,4 @@
-"""What the NOT-aware terms cost: the paper-style NOT recipe against not_plus and each switch alone.
+"""What the NOT-aware terms cost: the paper-style NOT recipe against not_plus and each addition alone.
 
     python benchmarks/bench_not_aware.py                       # CPU: 12 steps each, batch 16
     python benchmarks/bench_not_aware.py --steps 20 --only paper-not not_plus
@@ -8,27 +8,24 @@
         train.max_length=256 train.mixed_precision=bf16          # GPU: the setting of the GPU benchmarks
 
 Every variant is `recipe=not_plus_tiny` (the packaged MiniLM, the bundled sample's pool) with
-some of its additions switched off, as in scripts/reproduce/ablation.py: `paper-not` has all of
-them off (NOT questions alone), `not_plus` all on but the negated statements (the first of the
-recipe's two runs), `not_plus-pairs` the second run (with the minimal pairs), `+NAME` only that
-one on. All run in this one process, one after the
-other, on the same data, batch and seed, through the real `train()` loop. For each it prints
+some of its additions switched off, by scripts/reproduce/ablation.py's switches: `paper-not` is
+the ablation's paper-style recipe (every addition off), `not_plus` the recipe, `+NAME` the
+recipe with only that addition on. All run in this one process, one after the other, on the
+same data, batch and seed, through the real `train()` loop. For each it prints
 
 - triples/s over the same steady-state window (log records `--warmup` .. last: the first
   steps pay for allocator and kernel warm-up and are left out),
 - the set-up seconds (from calling train() to the first step: model, data, the start table
-  that retention and the decomposition targets read, the targets' arithmetic, the scope
-  warm-up), with those three parts timed on their own (the in-process runs start with an
-  empty cache),
+  that retention and the decomposition targets read, the targets' arithmetic), with those two
+  parts timed on their own (the in-process runs start with an empty cache),
 - both as ratios to `paper-not`,
 - with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
   (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
   a child process of its own, one at a time, twice: with an empty embedding cache (`cold`: the
   first run on a pool) and with the one its run above filled (`warm`: the start table, which a
-  later seed, variant or resume on the same pool and starting model reads, and the scope head
-  its warm-up fitted, which the same seed reads again, as the soup's second run does:
-  train.cache_start_table, train.scope.warmup_cache); with `--repeat N`, N rounds that launch
-  every variant in turn, and the median of each (one launch swings by a second on a shared machine).
+  later seed, variant or resume on the same pool and starting model reads: train.cache_start_table);
+  with `--repeat N`, N rounds that launch every variant in turn, and the median of each (one
+  launch swings by a second on a shared machine).
 
 Every run here gets an embedding cache of its own in a temporary folder, never ~/.cache.
 
@@ -50,17 +47,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # bench_common beside this file; the ablation's switches, so both name the same variants alike
 sys.path[:0] = [str(HERE), str(HERE.parent / "scripts" / "reproduce")]
-from ablation import SWITCHES, parse_variant, switched_off  # noqa: E402
+from ablation import RECIPE, SWITCHES, parse_variant, switched_off  # noqa: E402
+from ablation import VARIANTS as ABLATION  # noqa: E402
 
-# The recipe's negated statements are a second run and a mix (train.negation.soup), not a term of
-# the step: `not_plus` here is its first run (the recipe without the pairs) and `not_plus-pairs`
-# its second (with them), each timed as one loop; the soup costs both runs' steps.
-ONE_RUN = [s for s in SWITCHES if s != "statements"]
-VARIANTS = {"paper-not": switched_off(*SWITCHES), "not_plus": switched_off("statements"),
-            "not_plus-pairs": []}  # the soup's own overrides for its second run, read in main()
-VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in ONE_RUN}
+# name -> overrides on top of RECIPE
+VARIANTS = {"paper-not": list(ABLATION["paper-not"]), "not_plus": []}
+VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
-            "warm": "the cache the run above filled (its start table and, for the same seed, its warm-up's head)"}
+            "warm": "the cache the run above filled (its start table)"}
 
 
 @contextmanager
@@ -68,8 +62,7 @@ def timed_setup(clock: dict):
     """Wrap the set-up functions that train() calls to time them, and note when the loop starts."""
     from boolcl.train import decomposition, loop
 
-    saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets,
-             "warm_up_scope": loop.warm_up_scope, "Meter": loop.Meter}
+    saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets, "Meter": loop.Meter}
 
     def timing(name, fn):
         def wrapper(*args, **kwargs):
@@ -87,20 +80,19 @@ def timed_setup(clock: dict):
 
     loop.StartTable = timing("start_table_s", saved["StartTable"])  # the start's embeddings (retention, targets)
     decomposition.attach_targets = timing("decomposition_s", saved["attach_targets"])
-    loop.warm_up_scope = timing("scope_warmup_s", saved["warm_up_scope"])  # fitted, or read from the cache
     loop.Meter = Meter
     try:
         yield
     finally:
-        loop.StartTable, decomposition.attach_targets, loop.warm_up_scope, loop.Meter = (
-            saved["StartTable"], saved["attach_targets"], saved["warm_up_scope"], saved["Meter"])
+        loop.StartTable, decomposition.attach_targets, loop.Meter = (
+            saved["StartTable"], saved["attach_targets"], saved["Meter"])
 
 
 def run_variant(name: str, overrides: list[str], args, work: Path, cache: Path) -> dict:
     from boolcl.config import compose
     from boolcl.train.loop import train
 
-    cfg = compose(["recipe=not_plus_tiny", *overrides, f"seed={args.seed}", f"train.batch_size={args.batch}",
+    cfg = compose([RECIPE, *overrides, f"seed={args.seed}", f"train.batch_size={args.batch}",
                    f"train.max_steps={args.steps}", "train.log_every=1", "train.save_every=0",
                    "train.report_to=[]", "train.eval_every=0", f"out={work / name}", *args.overrides,
                    f"eval.cache_dir={cache}"])
@@ -139,8 +131,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="queries per step (default 16, the recipe's)")
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of the steady-state window (default 3)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", nargs="+", choices=list(VARIANTS), default=None,
-                    help="time only these variants (paper-not is always timed: it is the reference)")
+    ap.add_argument("--only", nargs="+", default=None,
+                    help=f"time only these variants (paper-not is always timed: it is the reference): "
+                         f"{', '.join(VARIANTS)}")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE...]",
                     help="also time not_plus with these overrides, as NAME (repeatable)")
     ap.add_argument("--model", default=None,
@@ -174,11 +167,10 @@ def main() -> None:
             name, overrides = parse_variant(spec)  # the same syntax as scripts/reproduce/generalisation.py's
         except ValueError as err:
             raise SystemExit(str(err)) from None
-        VARIANTS[name] = [*VARIANTS["not_plus"], *overrides]  # one run: on top of the recipe's first
-    from boolcl.config import compose
-    from boolcl.train.soup import branch_overrides
-
-    VARIANTS["not_plus-pairs"] = branch_overrides(compose(["recipe=not_plus_tiny", *args.overrides]))["pairs"]
+        VARIANTS[name] = [*VARIANTS["not_plus"], *overrides]  # on top of the recipe
+    unknown = [n for n in args.only or [] if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--only {' '.join(unknown)}: no such variant here; there are {', '.join(VARIANTS)}")
     if args.child:
         work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
         r = run_variant(args.child, VARIANTS[args.child], args, work, Path(args.cache))
@@ -220,11 +212,11 @@ def main() -> None:
     print(f"\n{results['device']}, {results['threads']} threads, batch {args.batch}, "
           f"steps {args.warmup + 1}..{args.steps} timed")
     print(f"{'variant':18} {'triples/s':>10} {'s/step':>8} {'x paper':>8} {'set-up s':>9} {'x paper':>8}"
-          f"  {'start table s':>13} {'decomp s':>8} {'scope s':>8}")
+          f"  {'start table s':>13} {'decomp s':>8}")
     for name, r in results["variants"].items():
         print(f"{name:18} {r['triples_per_s']:10.2f} {r['s_per_step']:8.3f} {r['time_per_step_ratio']:7.2f}x "
               f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('start_table_s', 0):13.1f} "
-              f"{r.get('decomposition_s', 0):8.1f} {r.get('scope_warmup_s', 0):8.1f}")
+              f"{r.get('decomposition_s', 0):8.1f}")
     if args.launch:
         print("\nset-up from a fresh process's start to the first step (imports included)"
               + (f", median of {args.repeat} launches:" if args.repeat > 1 else ":"))

@@ -171,12 +171,10 @@ def cmd_decompose(args) -> int:
 def cmd_explain(args) -> int:
     from boolcl.config import compose
 
-    overrides = _overrides(args)
-    data = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("data=")), None)
-    cfg = compose(overrides)
+    cfg = compose(_overrides(args))
     from boolcl.evaluate.explain import explain
 
-    explain(args.model, args.question, cfg, data=data, console=Console())
+    explain(args.model, args.question, cfg, console=Console())
     return 0
 
 
@@ -214,11 +212,9 @@ def cmd_interpolate(args) -> int:
     shares = Shares(args.weight, parse_parts(args.part))
     record = interpolate_folders(args.model, args.other, shares, Path(out), overwrite=overwrite)
     mixed = ", ".join(f"module {m}: {n}" for m, n in record["interpolated"].items())
-    kept = ", ".join(f"module {m}: {n}" for m, n in record["kept"].items())
     parts = "".join(f"; {n} at {shares.parts[p]:g} ({p})" for p, n in record.get("by_part", {}).items())
     console.print(f"[green]saved[/] {out}: {record['weight']:g} of {record['model']} and "
-                  f"{1 - record['weight']:g} of {record['other']}{parts} (weights mixed: {mixed}"
-                  + (f"; kept as the model has them: {kept}" if kept else "") + ")")
+                  f"{1 - record['weight']:g} of {record['other']}{parts} (weights mixed: {mixed})")
     return 0
 
 
@@ -292,13 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Needs recipe=NAME or model=...")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
 
-    p = add("explain", "show what a model reads in one question: scope-pooling weights per token, top 10 passages",
+    p = add("explain", "show what a model retrieves for one question: the top 10 passages, excluded ones marked",
             cmd_explain,
-            "For a model with scope pooling (train.scope), prints each token of the question with the head's\n"
-            "probabilities (ordinary / negation marker / excluded) and its pooling weight (p(ordinary) -\n"
-            "drop*p(excluded) in the default mode); a mean-pooled model has no head to show. With data=... (sample,\n"
-            "a folder, boolquestions-*) it also lists the top 10 passages, marking the excluded passage\n"
-            "(negative_ctxs) and the positives when the question is one of that set's questions.\n"
+            "Lists the top 10 passages of data=... (default: the bundled sample; a folder, boolquestions-*, ...)\n"
+            "for the question, by the model's own similarity. When the question is one of that set's questions,\n"
+            "its excluded passages (negative_ctxs) and positives are marked, and each excluded passage's rank in\n"
+            "the whole corpus is printed, also when it is outside the top 10.\n"
             'Example: boolcl explain checkpoints/not_plus_tiny-... "Which instruments are bowed, other than the cello?" data=sample')
     p.add_argument("model", help="hub id, SentenceTransformer folder or checkpoint")
     p.add_argument("question", help="the question, quoted")
@@ -308,9 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
             "w*MODEL + (1-w)*OTHER", cmd_interpolate,
             "Mixes two models of one architecture weight by weight (WiSE-FT) and writes a SentenceTransformer\n"
             "folder with interpolation.json. OTHER defaults to the model MODEL was trained from (its run's\n"
-            "config.yaml). A scope head only MODEL has is kept as trained. Training on NOT questions moves\n"
-            "the encoder off the topics of text it never saw; part of the way back gives much of that back\n"
-            "(docs/method.md: 'Negated statements: two runs, one model'). Score it like any model: boolcl evaluate OUT data=...\n"
+            "config.yaml); both must have the same modules. Training on NOT questions moves the encoder off\n"
+            "the topics of text it never saw; part of the way back gives much of that back\n"
+            "(docs/training.md: 'Part of the way back'). Score it like any model: boolcl evaluate OUT data=...\n"
             "It takes no recipe or config keys: out=DIR names the new folder, --weight and --part the mix.\n"
             "Example: boolcl interpolate checkpoints/not_plus-... --weight 0.7 out=checkpoints/not_plus-w0.7\n"
             "By part: boolcl interpolate A B --weight 0.4 --part layers:0-2=1 --part head=0.6 out=AB")

@@ -146,11 +146,9 @@ def not_pool(tmp_path, small_set):
 
 
 def plus_cfg(model_dir, pool, out, *extra):
-    """not_plus_tiny on a tiny model and pool: batch 2, two epochs, one run (no minimal pairs, and
-    pairs given in `extra` train in that one run; the soup's tests switch the soup on)."""
+    """not_plus_tiny on a tiny model and pool: batch 2, two epochs."""
     from boolcl.config import compose
 
     return compose(["recipe=not_plus_tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
                     "train.original_size=null", "train.batch_size=2", "train.epochs=2", "train.log_every=1",
-                    "train.max_length=32", "train.report_to=[]", "train.negation.pairs=0",
-                    "train.negation.spread=false", "train.negation.soup.weight=0", f"out={out}", *extra])
+                    "train.max_length=32", "train.report_to=[]", f"out={out}", *extra])

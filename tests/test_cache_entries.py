@@ -2,8 +2,8 @@
 
 An entry's files copied over another entry's same-named files (another model's, another
 setting's) are a miss with a warning; the entry is rebuilt in place and the result is what a
-run without the cache gives. The scope head's own cases (two seeds, two settings) are in
-test_scope_cache.py. Two evaluations at once on one cache folder both give the uncached run.
+run without the cache gives. Two evaluations at once on one cache folder both give the
+uncached run.
 """
 from __future__ import annotations
 

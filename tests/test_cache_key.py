@@ -1,7 +1,7 @@
 """The embedding cache's key follows everything that changes a vector .
 
 Each case changes one thing about the tiny model (a tokenizer file, an added token, the
-pooling mode, Normalize, the scope head's drop, a prompt, the max length, the precision),
+pooling mode, Normalize, a Dense layer and its activation, a prompt, the max length, the precision),
 checks that the change really moves the vectors, and that evaluating through the cache
 then misses (every shard encoded again) and scores like an evaluation without the cache.
 """
@@ -16,7 +16,6 @@ import torch
 
 from boolcl.cli import main
 from boolcl.data.loaders import load_retrieval_set
-from boolcl.pooling import install, scope_pooling
 from boolcl.retrieval import identity as identity_module
 from boolcl.retrieval.encode import encode
 from boolcl.retrieval.identity import embedding_identity, encoder_state
@@ -37,6 +36,14 @@ def _modules():
     except ImportError:  # sentence-transformers 5
         from sentence_transformers.models import Normalize, Pooling
     return SentenceTransformer, Pooling, Normalize
+
+
+def _dense_class():
+    try:
+        from sentence_transformers.sentence_transformer.modules import Dense
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Dense
+    return Dense
 
 
 def _rebuilt(model, *modules):
@@ -62,6 +69,7 @@ def _lowercase_off(folder):
 
 def test_same_model_twice_hits_and_each_change_misses(tiny_model_dir, small_set, tmp_path):
     _, Pooling, Normalize = _modules()
+    Dense = _dense_class()
     rset = load_retrieval_set(str(small_set))
     cache = tmp_path / "emb"
     base = load_model(str(tiny_model_dir))
@@ -85,10 +93,9 @@ def test_same_model_twice_hits_and_each_change_misses(tiny_model_dir, small_set,
     short = load_model(str(tiny_model_dir))
     short.max_seq_length = 6
     dim = base[1].get_config_dict().get("embedding_dimension") or base[1].get_config_dict()["word_embedding_dimension"]
-    scoped = load_model(str(tiny_model_dir))
-    install(scoped, drop=1.0)
+    dense = load_model(str(tiny_model_dir))
     torch.manual_seed(1)
-    torch.nn.init.normal_(scope_pooling(scoped).head.weight, std=5.0)  # a head that reweights tokens
+    dense = _rebuilt(dense, dense[0], dense[1], Dense(dim, dim))  # a head with weights of its own
     cases = {
         "tokenizer file (lowercase off)": (load_model(str(lower)), {}),
         "added token": (added, {}),
@@ -96,7 +103,7 @@ def test_same_model_twice_hits_and_each_change_misses(tiny_model_dir, small_set,
         "Normalize added": (_rebuilt(normalized, normalized[0], normalized[1], Normalize()), {}),
         "max length": (short, {}),
         "passage prompt": (load_model(str(tiny_model_dir)), {"passage_prompt": "passage: "}),
-        "scope head": (scoped, {}),
+        "Dense added": (dense, {}),
     }
     ref = encode(base, PROBE, show_progress=False)
     seen = {first.settings["embedding_identity"]["passages"]}
@@ -111,11 +118,13 @@ def test_same_model_twice_hits_and_each_change_misses(tiny_model_dir, small_set,
         fresh = evaluate_model(model, rset, show_progress=False, **kw)
         assert headline(result) == headline(fresh), name
 
-    # the scope head with the same weights and another drop, then Normalize removed again
-    scope_pooling(scoped).drop = 0.5
-    dropped = _evaluate(scoped, rset, cache)
-    assert dropped.settings["embedding_cache"]["encoded_here"] == 3
-    assert dropped.settings["embedding_identity"]["passages"] not in seen
+    # the Dense layer with the same weights and another activation, then Normalize removed again
+    before = encode(dense, PROBE, show_progress=False)
+    dense[2].activation_function = torch.nn.Identity()
+    assert not np.allclose(encode(dense, PROBE, show_progress=False), before, atol=1e-5)
+    linear = _evaluate(dense, rset, cache)
+    assert linear.settings["embedding_cache"]["encoded_here"] == 3
+    assert linear.settings["embedding_identity"]["passages"] not in seen
     plain = _rebuilt(normalized, normalized[0], normalized[1])
     assert _evaluate(plain, rset, cache).settings["embedding_cache"]["encoded_here"] == 0  # the base's entry
 

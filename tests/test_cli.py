@@ -241,7 +241,7 @@ def test_a_wrong_recipe_key_or_value_is_refused_before_torch_is_imported(args, m
     ("train.operators=not", "train.operators: expected a list such as [a,b], got 'not'"),
     ("train.original_size=abc", "train.original_size: expected an integer or null, got 'abc'"),
     ("eval.k=null", "eval.k: expected an integer, got 'null'"),
-    ("train.exclusion=3", "train.exclusion: expected a section (set its keys one by one, e.g. train.exclusion.weight"),
+    ("train.retention=3", "train.retention: expected a section (set its keys one by one, e.g. train.retention.weight"),
     ("train.lr=[", "cannot parse 'train.lr=['")])
 def test_a_value_of_the_wrong_type_names_the_type_expected(override, expected, capsys):
     assert main(["config", "recipe=not", override]) == 2
@@ -268,8 +268,6 @@ def test_train_names_the_command_that_makes_a_missing_training_file(entry, tmp_p
     (["recipe=tiny", "train.boolean=generated"], "train.boolean: generated is a folder"),
     (["recipe=tiny", "train.original=/no/such/original.jsonl"],
      "train.original: /no/such/original.jsonl does not exist; set train.original to a JSONL file"),
-    (["recipe=tiny", "train.negation.pairs=4", "train.negation.source=./pairs.json"],
-     "train.negation.source: ./pairs.json (looked up in {cwd}) does not exist"),
     (["recipe=tiny", "train.resume=checkpoint-7"], "train.resume: checkpoint-7 (looked up in {cwd}) is not a folder")])
 def test_training_files_are_checked_before_any_model_loads(overrides, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -287,9 +285,6 @@ def test_training_files_that_exist_pass(tmp_path, monkeypatch):
     (tmp_path / "checkpoint-7").mkdir()
     check_training_inputs(compose(["recipe=not_plus", "train.original=original.jsonl"]))
     check_training_inputs(compose(["recipe=tiny", "train.resume=checkpoint-7"]))
-    check_training_inputs(compose(["recipe=tiny", "train.negation.pairs=4", "train.negation.source=written"]))
-    check_training_inputs(compose(["recipe=tiny", "train.negation.pairs=4",
-                                   "train.negation.source=orionweller/NevIR"]))  # a hub id: the loader's to find
 
 
 def _moved_copy(model_dir: Path, to: Path) -> Path:

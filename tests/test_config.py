@@ -111,7 +111,7 @@ def test_train_py_rejects_unknown_recipe_and_key():
 
 
 def test_resume_is_read_the_same_way_everywhere():
-    """validate, checkpoint.find_resume and the soup all read train.resume through resume_flag."""
+    """The training-files check (config/inputs.py) and checkpoint.find_resume read train.resume alike."""
     from boolcl.config import resume_flag
 
     assert [resume_flag(v) for v in (True, "true", "True")] == [True] * 3

@@ -9,7 +9,7 @@ from boolcl.errors import ConfigError
 from boolcl.train.collate import Collator, ItemDataset
 from boolcl.train.decomposition import not_parts, teacher_targets
 from boolcl.train.mixing import Item
-from boolcl.train.not_aware import DecompositionDistill
+from boolcl.train.terms.decomposition import DecompositionDistill
 
 
 def example(question, qtype="not", provenance=None):
@@ -56,9 +56,16 @@ def test_teacher_targets_are_the_decomposition_arithmetic_on_the_start(tiny_mode
 
 
 def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():
+    from boolcl.train.collate import Batch
+
     torch.manual_seed(0)
     target = torch.randn(3, 8)
-    loss = DecompositionDistill()
+    term = DecompositionDistill(1.0)
+
+    def loss(q, targets):  # every row has a target
+        extra = {"decomposition": {"rows": torch.arange(len(q)), "targets": targets}}
+        return term(q, torch.zeros(0, 8), Batch({}, {}, len(q), 0, torch.zeros(0), torch.zeros(0), extra=extra))
+
     assert loss(4.0 * target, target).item() == pytest.approx(0.0, abs=1e-6)  # direction only
     q = torch.randn(3, 8, requires_grad=True)
     value = loss(q, target)
@@ -66,24 +73,25 @@ def test_decomposition_loss_is_one_minus_cosine_and_pulls_towards_the_target():
     value.backward()
     with torch.no_grad():
         assert loss(q - 0.1 * q.grad, target).item() < value.item()
+    empty = {"decomposition": {"rows": torch.zeros(0, dtype=torch.long), "targets": torch.zeros((0, 0))}}
+    assert term(q, q, Batch({}, {}, 3, 0, torch.zeros(0), torch.zeros(0), extra=empty)) is None  # nothing to score
 
 
-def test_collator_gives_the_rows_with_a_target_after_the_plain_questions(tiny_model_dir):
+def test_collator_gives_the_rows_with_a_target(tiny_model_dir):
     from boolcl.retrieval.models import load_model
 
     tok = load_model(str(tiny_model_dir)).tokenizer
     t0, t1 = (torch.full((4,), float(x)) for x in range(2))
-    items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, partner="plain q", target=t0),
+    items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, target=t0),
              Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple"),
              Item("not r", ["d"], ["D"], ["c"], ["C"], "not", n_explicit=1, target=t1)]
     ds = ItemDataset(items, 1)
-    batch = Collator(tok, 16, 1, pairs=True, decomposition=True)([ds[i] for i in range(3)])
-    # rows: 3 items, then 1 plain question (the first item's); the NOT items have targets
-    assert batch.query_features["input_ids"].shape[0] == 3 + 1
-    assert batch.distill_rows.tolist() == [0, 2]
-    assert batch.distill_targets[:, 0].tolist() == [0.0, 1.0]
+    batch = Collator(tok, 16, 1, terms=[DecompositionDistill(1.0)])([ds[i] for i in range(3)])
+    assert batch.query_features["input_ids"].shape[0] == 3  # no rows of its own: the NOT items have targets
+    assert batch.extra["decomposition"]["rows"].tolist() == [0, 2]
+    assert batch.extra["decomposition"]["targets"][:, 0].tolist() == [0.0, 1.0]
     off = Collator(tok, 16, 1)([ds[i] for i in range(3)])
-    assert off.query_features["input_ids"].shape[0] == 3 and off.distill_rows is None
+    assert off.query_features["input_ids"].shape[0] == 3 and "decomposition" not in off.extra
 
 
 def test_decomposition_config_errors_name_the_key():
@@ -96,7 +104,7 @@ def test_decomposition_config_errors_name_the_key():
 def test_decomposition_targets_without_the_start_are_refused(tiny_model_dir):
     from boolcl.train import loop
 
-    cfg = compose(["recipe=not_plus_tiny", f"model={tiny_model_dir}", "train.eval_every=0", "train.negation.pairs=0"])
+    cfg = compose(["recipe=not_plus_tiny", f"model={tiny_model_dir}", "train.eval_every=0"])
     model, _ = loop.build_model(cfg)
-    with pytest.raises(ValueError, match="needs `start`"):
+    with pytest.raises(ValueError, match="pass `start`"):
         loop.build_data(cfg, model, cfg.train.batch_size, None, None)

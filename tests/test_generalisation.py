@@ -44,12 +44,12 @@ def write_birco(root: Path) -> Path:
 
 def test_variant_option_parses_overrides_with_commas_in_values():
     g = script_module()
-    name, overrides = g.parse_variant("wide=train.operators=[not,and],train.scope.weight=0, train.lr=1e-4")
+    name, overrides = g.parse_variant("wide=train.operators=[not,and],train.retention.weight=0, train.lr=1e-4")
     assert name == "wide"
-    assert overrides == ["train.operators=[not,and]", "train.scope.weight=0", "train.lr=1e-4"]
-    chosen = g.resolve_variants(["paper-not", "not_plus"], ["wide=train.scope.weight=0"])
+    assert overrides == ["train.operators=[not,and]", "train.retention.weight=0", "train.lr=1e-4"]
+    chosen = g.resolve_variants(["paper-not", "not_plus"], ["wide=train.retention.weight=0"])
     assert list(chosen) == ["base", "paper-not", "not_plus", "wide"] and chosen["base"] is None
-    assert chosen["not_plus"] == [] and chosen["wide"] == ["train.scope.weight=0"]
+    assert chosen["not_plus"] == [] and chosen["wide"] == ["train.retention.weight=0"]
     for bad in ("nothing", "x-s2=train.lr=1", "not_plus=train.lr=1", "y=train.lr"):
         with pytest.raises(ValueError):
             g.resolve_variants([], [bad])
@@ -64,18 +64,18 @@ def test_variant_option_parses_overrides_with_commas_in_values():
 
 def test_soup_option_names_two_variants_and_a_share(capsys):
     g = script_module()
-    args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
-                            "--soup", "mix=pairs+not_plus@0.5", "--soup", "back=mix+base@0.7"])
-    assert args.soups == {"mix": ("pairs", "not_plus", 0.5), "back": ("mix", "base", 0.7)}  # a soup of a soup
-    for bad, said in (("mix=pairs+nothing@0.5", "nothing is not a variant"),
-                      ("mix=pairs+not_plus@1.5", "between 0 and 1"),
-                      ("mix=pairs+not_plus", "expected NAME=A+B@W"), ("not_plus=pairs+base@0.5", "name is taken"),
-                      ("mix=base+pairs@0.5", "must be a trained variant"), ("mix=pairs+base@x", "between 0 and 1"),
+    args, _ = g.parse_args(["--variant", "lr3=train.lr=3e-4", "--variants", "not_plus",
+                            "--soup", "mix=lr3+not_plus@0.5", "--soup", "back=mix+base@0.7"])
+    assert args.soups == {"mix": ("lr3", "not_plus", 0.5), "back": ("mix", "base", 0.7)}  # a soup of a soup
+    for bad, said in (("mix=lr3+nothing@0.5", "nothing is not a variant"),
+                      ("mix=lr3+not_plus@1.5", "between 0 and 1"),
+                      ("mix=lr3+not_plus", "expected NAME=A+B@W"), ("not_plus=lr3+base@0.5", "name is taken"),
+                      ("mix=base+lr3@0.5", "must be a trained variant"), ("mix=lr3+base@x", "between 0 and 1"),
                       ("mix=later+base@0.5", "later is not a variant"),
-                      ("mix=pairs+base@0.5,layers:0=2", "between 0 and 1"),
-                      ("mix=pairs+base@0.5,layer:0=1", "a part is embeddings, head")):
+                      ("mix=lr3+base@0.5,layers:0=2", "between 0 and 1"),
+                      ("mix=lr3+base@0.5,layer:0=1", "a part is embeddings, head")):
         with pytest.raises(SystemExit):
-            g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus", "--soup", bad])
+            g.parse_args(["--variant", "lr3=train.lr=3e-4", "--variants", "not_plus", "--soup", bad])
         assert said in capsys.readouterr().err, bad
 
 
@@ -83,9 +83,9 @@ def test_a_soup_may_give_parts_shares_of_their_own():
     from boolcl.retrieval.interpolate import Shares
 
     g = script_module()
-    args, _ = g.parse_args(["--variant", "pairs=train.negation.pairs=8", "--variants", "not_plus",
-                            "--soup", "lay=pairs+not_plus@0.4,embeddings=1,layers:0-2=1,head=0.6"])
-    assert args.soups == {"lay": ("pairs", "not_plus", Shares(0.4, {"embeddings": 1.0, "layers:0-2": 1.0,
+    args, _ = g.parse_args(["--variant", "lr3=train.lr=3e-4", "--variants", "not_plus",
+                            "--soup", "lay=lr3+not_plus@0.4,embeddings=1,layers:0-2=1,head=0.6"])
+    assert args.soups == {"lay": ("lr3", "not_plus", Shares(0.4, {"embeddings": 1.0, "layers:0-2": 1.0,
                                                                       "head": 0.6}))}
 
 
@@ -153,8 +153,8 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     nevir = tmp_path / "nevir.json"
     birco = write_birco(tmp_path / "birco")
     args = ["--seeds", "1", "--out", str(out), "--only-data", "sample", "nevir", "birco",
-            "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0,"
-            "train.scope.weight=0,train.negation.pairs=0", "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco),
+            "--variants", "paper-not", "--variant", "lean=train.retention.weight=0,train.decomposition.weight=0",
+            "--soup", "mix=lean+paper-not@0.25", "--birco", str(birco),
             "--nevir", str(nevir), f"model={tiny_model_dir}",
             "train.max_steps=1", "train.batch_size=8", "compare.samples=2000"]
     monkeypatch.setenv("BOOLCL_NEVIR", str(tmp_path / "elsewhere"))  # --nevir wins over the variable
@@ -176,8 +176,7 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
                for k, v in weights["mix"].items() if v.is_floating_point())
     assert any(not torch.equal(v, weights["paper-not"][k]) for k, v in weights["lean"].items())  # two models
     recorded = json.loads((out / "runs" / "lean-s1" / "variant.json").read_text())
-    assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0", "train.scope.weight=0",
-                                     "train.negation.pairs=0"]
+    assert recorded["overrides"] == ["train.retention.weight=0", "train.decomposition.weight=0"]
 
     for data in ("sample", "birco"):
         runs = sorted(p.name for p in (out / data / "runs").iterdir())

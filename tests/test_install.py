@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-WRITTEN_IN_CHECKOUT = ROOT / "boolcl" / "data" / "negation_pairs.jsonl"
-
 # what a fresh clone has and a build needs; caches, outputs and environments stay behind
 IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__",
                                 ".pytest_cache", ".boolcl_cache", "checkpoints", "results", "runs",
@@ -68,15 +66,6 @@ def test_wheel_holds_every_package(installed, tmp_path):
                    for p in (ROOT / "boolcl").rglob("*.py")}
     assert in_checkout <= shipped, f"missing from the wheel: {sorted(in_checkout - shipped)}"
     assert "boolcl.recipes" in shipped
-
-
-def test_wheel_ships_the_written_negation_pairs(installed, tmp_path):
-    """train.negation.source=written reads a data file, which package-data must name."""
-    res = run(installed, tmp_path, "python", "-c", "from boolcl.train.negation import WRITTEN, written_pairs; "
-              "print(WRITTEN); print(len(written_pairs('written', -1, seed=1)[0]))")
-    assert res.returncode == 0, res.stderr
-    where, n = res.stdout.split()
-    assert where.startswith(str(installed)) and int(n) == 2 * sum(1 for _ in WRITTEN_IN_CHECKOUT.open())
 
 
 def test_console_script_runs_from_another_folder(installed, tmp_path):

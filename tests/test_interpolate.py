@@ -10,7 +10,6 @@ from safetensors.torch import load_file
 from boolcl.cli import main
 from boolcl.errors import ConfigError, ModelError
 from boolcl.files import TEMP_MARK
-from boolcl.pooling import install, scope_pooling
 from boolcl.retrieval.interpolate import interpolate_folders, interpolate_state
 from boolcl.retrieval.models import load_model
 
@@ -18,12 +17,21 @@ TEXTS = ["Which string instruments are there, other than the ones that are pluck
          "A cello is a bowed string instrument."]
 
 
+HEAD_FILE = "2_Dense/model.safetensors"  # a head's weights: a Dense layer after the pooling
+
+
 def moved(model_dir, tmp_path, name: str, seed: int, head: bool = False):
     """The tiny model with every weight moved at random (a 'trained' model), saved as `name`;
-    with `head`, a scope head with random weights too."""
+    with `head`, a Dense layer after the pooling (module 2, 32 -> 4), with weights of its own."""
+    try:
+        from sentence_transformers.sentence_transformer.modules import Dense
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Dense
+
     model = load_model(str(model_dir))
     if head:
-        install(model, drop=0.5, hidden=4)
+        torch.manual_seed(0)  # the same layer in every model, then moved like the rest
+        model.append(Dense(32, 4))
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -37,8 +45,8 @@ def run_cli(capsys, *args) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def test_each_weight_is_the_mix_and_a_head_only_the_model_has_is_kept(tiny_model_dir, tmp_path, capsys):
-    trained = moved(tiny_model_dir, tmp_path, "trained", seed=1, head=True)
+def test_each_weight_is_the_mix(tiny_model_dir, tmp_path, capsys):
+    trained = moved(tiny_model_dir, tmp_path, "trained", seed=1)
     code, err = run_cli(capsys, trained, tiny_model_dir, "--weight", 0.25, "--out", tmp_path / "mix")
     assert code == 0, err
 
@@ -50,38 +58,36 @@ def test_each_weight_is_the_mix_and_a_head_only_the_model_has_is_kept(tiny_model
         assert torch.allclose(got[key], want, atol=1e-6), key
     moved_keys = [k for k in a if a[k].is_floating_point() and not torch.equal(a[k], b[k])]
     assert moved_keys and not any(torch.allclose(got[k], a[k]) for k in moved_keys)
-    head_file = "1_ScopePooling/model.safetensors"
-    assert all(torch.equal(v, load_file(trained / head_file)[k])
-               for k, v in load_file(tmp_path / "mix" / head_file).items())
 
     record = json.loads((tmp_path / "mix" / "interpolation.json").read_text())
     assert record["weight"] == 0.25 and record["other"] == str(tiny_model_dir)
-    assert record["kept"] == {"1": 2 * 4 + 2}  # the head: its GRU (2 directions x 4 tensors) and its Linear
-    assert record["interpolated"]["0"] == sum(1 for x in a.values() if x.is_floating_point())
-    assert "0.25 of" in err and "kept" in err
+    assert record["interpolated"] == {"0": sum(1 for x in a.values() if x.is_floating_point())}
+    assert record["modules"]["model"] == record["modules"]["other"]
+    assert "0.25 of" in err
 
 
-def test_weight_one_is_the_model_and_zero_the_other_encoder(tiny_model_dir, tmp_path, capsys):
-    trained = moved(tiny_model_dir, tmp_path, "trained", seed=2, head=True)
+def test_weight_one_is_the_model_and_zero_the_other(tiny_model_dir, tmp_path, capsys):
+    trained = moved(tiny_model_dir, tmp_path, "trained", seed=2)
     assert run_cli(capsys, trained, tiny_model_dir, "--weight", 1, "--out", tmp_path / "w1")[0] == 0
     assert run_cli(capsys, trained, tiny_model_dir, "--weight", 0, "--out", tmp_path / "w0")[0] == 0
     same = load_model(str(tmp_path / "w1")).encode(TEXTS, convert_to_tensor=True)
     assert torch.equal(same, load_model(str(trained)).encode(TEXTS, convert_to_tensor=True))
-    back = load_file(tmp_path / "w0" / "model.safetensors")
-    assert all(torch.equal(v, load_file(tiny_model_dir / "model.safetensors")[k]) for k, v in back.items())
-    assert scope_pooling(load_model(str(tmp_path / "w0"))) is not None  # the head stays: the start has none
+    back = load_model(str(tmp_path / "w0")).encode(TEXTS, convert_to_tensor=True)
+    assert torch.equal(back, load_model(str(tiny_model_dir)).encode(TEXTS, convert_to_tensor=True))
+    assert all(torch.equal(v, load_file(tiny_model_dir / "model.safetensors")[k])
+               for k, v in load_file(tmp_path / "w0" / "model.safetensors").items())
 
 
 def test_two_runs_with_heads_are_mixed_heads_and_all(tiny_model_dir, tmp_path, capsys):
     one = moved(tiny_model_dir, tmp_path, "one", seed=3, head=True)
     two = moved(tiny_model_dir, tmp_path, "two", seed=4, head=True)
     assert run_cli(capsys, one, two, "--weight", 0.5, "--out", tmp_path / "soup")[0] == 0
-    head_file = "1_ScopePooling/model.safetensors"
-    x, y = load_file(one / head_file), load_file(two / head_file)
-    got = load_file(tmp_path / "soup" / head_file)
+    x, y = load_file(one / HEAD_FILE), load_file(two / HEAD_FILE)
+    got = load_file(tmp_path / "soup" / HEAD_FILE)
+    assert got.keys() == x.keys() and not any(torch.equal(x[k], y[k]) for k in x)
     assert all(torch.allclose(got[k], 0.5 * (x[k] + y[k]), atol=1e-6) for k in x)
     record = json.loads((tmp_path / "soup" / "interpolation.json").read_text())
-    assert record["kept"] == {} and record["interpolated"]["1"] == 2 * 4 + 2
+    assert record["interpolated"]["2"] == 2  # the Dense layer's weight and bias
 
 
 def test_the_other_defaults_to_the_runs_start(tiny_model_dir, tmp_path, capsys):
@@ -118,7 +124,7 @@ def test_different_architectures_are_refused_by_name():
                                      "0.auto_model.h": torch.ones(1, dtype=torch.float16)}, 0.75)
     assert torch.equal(mixed["0.auto_model.w"], torch.full((2, 3), 0.75))
     assert mixed["0.auto_model.h"].dtype == torch.float16 and float(mixed["0.auto_model.h"]) == 0.25
-    assert done == {"interpolated": {"0": 2}, "kept": {}}
+    assert done == {"interpolated": {"0": 2}}
 
 
 def test_parts_take_shares_of_their_own(tiny_model_dir, tmp_path, capsys):
@@ -142,12 +148,11 @@ def test_parts_take_shares_of_their_own(tiny_model_dir, tmp_path, capsys):
             share, counts["rest"] = 0.25, counts["rest"] + 1
         assert torch.allclose(got[key], share * x + (1 - share) * b[key], atol=1e-6), key
     assert all(counts.values())  # each kind of weight was there to check
-    head_file = "1_ScopePooling/model.safetensors"
-    x, y, h = (load_file(m / head_file) for m in (one, two, tmp_path / "parts"))
+    x, y, h = (load_file(m / HEAD_FILE) for m in (one, two, tmp_path / "parts"))
     assert all(torch.allclose(h[k], 0.5 * (x[k] + y[k]), atol=1e-6) for k in x)
     record = json.loads((tmp_path / "parts" / "interpolation.json").read_text())
     assert record["parts"] == {"layers:1": 1.0, "embeddings": 0.0, "head": 0.5}
-    assert record["by_part"] == {"layers:1": counts["layer 1"], "embeddings": counts["embeddings"], "head": 2 * 4 + 2}
+    assert record["by_part"] == {"layers:1": counts["layer 1"], "embeddings": counts["embeddings"], "head": 2}
     assert "(layers:1)" in err and "(head)" in err
 
 
@@ -194,29 +199,28 @@ def test_models_of_different_depth_are_refused_in_either_order(tiny_model_dir, t
 def test_weight_names_must_match_whichever_state_has_more():
     a = {"0.auto_model.layer.0.w": torch.ones(2), "0.auto_model.layer.1.w": torch.ones(2)}
     short = {"0.auto_model.layer.0.w": torch.ones(2)}
-    with pytest.raises(ModelError, match=r"the other has no encoder weight '0.auto_model.layer.1.w'"):
+    with pytest.raises(ModelError, match=r"the other has no encoder weight '0.auto_model.layer.1.w' that the model has"):
         interpolate_state(a, short, 0.5)
-    with pytest.raises(ModelError, match=r"the other has 1 weight\(s\) the model lacks, e.g. '0.auto_model.layer.1"):
+    with pytest.raises(ModelError, match=r"the model has no encoder weight '0.auto_model.layer.1.w' that the other has"):
         interpolate_state(short, a, 0.5)
-    head = {"1.head.weight": torch.ones(3)}
-    with pytest.raises(ModelError, match=r"'1.head.weight': the mix would drop them"):
+    head = {"1.head.weight": torch.ones(3), "1.head.bias": torch.ones(3)}
+    with pytest.raises(ModelError, match=r"the other has no weight '1.head.bias' that the model has \(and 1 more\)"):
+        interpolate_state({**short, **head}, short, 0.5)  # a head only the first has
+    with pytest.raises(ModelError, match=r"the model has no weight '1.head.bias' that the other has \(and 1 more\)"):
         interpolate_state(short, {**short, **head}, 0.5)  # a head only the second has
-    with pytest.raises(ModelError, match=r"no weight '1.extra' .* both have weights in module 1"):
-        interpolate_state({**short, **head, "1.extra": torch.ones(1)}, {**short, **head}, 0.5)
-    mixed, done = interpolate_state({**short, **head}, short, 0.5)  # a head only the first has: kept
-    assert torch.equal(mixed["1.head.weight"], head["1.head.weight"]) and done["kept"] == {"1": 1}
+    mixed, done = interpolate_state({**short, **head}, {**short, "1.head.weight": torch.zeros(3),
+                                                        "1.head.bias": torch.zeros(3)}, 0.5)  # both: mixed
+    assert torch.equal(mixed["1.head.weight"], torch.full((3,), 0.5)) and done["interpolated"] == {"0": 1, "1": 2}
 
 
-def test_a_head_only_the_second_has_is_refused_and_one_only_the_first_has_is_recorded(tiny_model_dir, tmp_path):
-    trained = moved(tiny_model_dir, tmp_path, "trained", seed=11, head=True)
-    with pytest.raises(ModelError, match=r"module 1: .*Pooling in .*, boolcl\.pooling\.ScopePooling in .*give it first"):
-        interpolate_folders(str(tiny_model_dir), str(trained), 0.5, tmp_path / "mix")
-    assert not (tmp_path / "mix").exists()
-    record = interpolate_folders(str(trained), str(tiny_model_dir), 0.5, tmp_path / "mix")
-    saved = json.loads((tmp_path / "mix" / "interpolation.json").read_text())
-    assert record["only_in_model"] == saved["only_in_model"] == {"1": "boolcl.pooling.ScopePooling"}
-    assert saved["modules"]["other"][1].endswith("Pooling") and saved["kept"] == {"1": 2 * 4 + 2}
-    assert "kept as it has them: 1 (boolcl.pooling.ScopePooling)" in (tmp_path / "mix" / "README.md").read_text()
+@pytest.mark.parametrize("head_first", [True, False])
+def test_a_module_only_one_model_has_is_refused_in_either_order(tiny_model_dir, tmp_path, head_first):
+    with_head = moved(tiny_model_dir, tmp_path, "trained", seed=11, head=True)
+    first, second = (with_head, tiny_model_dir) if head_first else (tiny_model_dir, with_head)
+    this, that = ("Dense", "none") if head_first else ("none", "Dense")
+    with pytest.raises(ModelError, match=rf"module 2: .*{this} in .*, .*{that} in .*: the two are not one architecture"):
+        interpolate_folders(str(first), str(second), 0.5, tmp_path / "mix")
+    assert not (tmp_path / "mix").exists() and not (tmp_path / "mix.partial").exists()
 
 
 def test_modules_with_other_settings_are_refused(tiny_model_dir, tmp_path):

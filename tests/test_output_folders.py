@@ -100,7 +100,7 @@ def test_a_model_folder_written_into_a_users_folder_keeps_what_it_does_not_repla
     assert (out / "README.md").read_text() == "card\n" and (out / "config.yaml").read_text() == "mine: true\n"
 
 
-# ---------------------------------------------------------------- train and the soup
+# ---------------------------------------------------------------- train
 
 
 def train_args(model, pool, out, *extra):
@@ -147,44 +147,6 @@ def test_train_resume_continues_a_run_folder_with_a_checkpoint(tiny_model_dir, p
         train(compose(train_args(tiny_model_dir, pool, out, *other)))
     train(compose(train_args(tiny_model_dir, pool, out, *other, "train.resume=true")))
     assert json.loads((out / "checkpoint-2" / checkpoint.STATE_FILE).read_text())["step"] == 2
-
-
-def test_the_soup_refuses_a_users_folder_and_other_runs_in_branches(tmp_path, pool, tiny_model_dir, capsys):
-    soup = ["train.negation.pairs=2", "train.negation.source=written", "train.negation.soup.weight=0.5",
-            "train.negation.soup.start=[]"]
-    out = users_folder(tmp_path / "project")
-    refused(capsys, out, "train", *train_args(MISSING_MODEL, pool, out, *soup))
-    assert untouched(out)
-
-    out = tmp_path / "soup"  # a soup killed in its first run, which was another soup's: not this one's
-    (out / "branches" / "plain").mkdir(parents=True)
-    (out / "branches" / "plain" / "config.yaml").write_text("name: tiny\nseed: 1\n")
-    refused(capsys, out, "train", *train_args(tiny_model_dir, pool, out, *soup))
-    assert sorted(p.name for p in out.rglob("*")) == ["branches", "config.yaml", "plain"]
-
-
-def test_a_soup_killed_before_its_mix_is_its_own_and_one_of_other_settings_is_not(tmp_path, pool, tiny_model_dir):
-    """What a soup killed in its second run leaves (branches/ alone, no mix yet) is taken up again by the
-    same command or its resume; with other settings it is another soup's."""
-    from boolcl.config import to_yaml
-    from boolcl.train import soup
-
-    def cfg(*extra):
-        return compose(train_args(tiny_model_dir, pool, out, "train.negation.pairs=2", "train.negation.source=written",
-                                  "train.negation.soup.weight=0.5", "train.negation.soup.start=[]", *extra))
-
-    out = tmp_path / "soup"
-    branches = soup.branch_configs(cfg(), out)
-    for name, branch in branches.items():  # the first run finished, the second killed after its config
-        (out / "branches" / name).mkdir(parents=True)
-        (out / "branches" / name / "config.yaml").write_text(to_yaml(branch))
-    (out / "branches" / "plain" / "modules.json").write_text("[]")
-    for again in (cfg(), cfg("train.resume=true")):
-        assert soup.own_folder(out, again, soup.branch_configs(again, out))
-    other = cfg("seed=3")
-    assert not soup.own_folder(out, other, soup.branch_configs(other, out))
-    (out / "notes.txt").write_text("mine")
-    assert not soup.own_folder(out, cfg(), branches)
 
 
 # ---------------------------------------------------------------- evaluate, generate, decompose

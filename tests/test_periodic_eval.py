@@ -82,38 +82,6 @@ def test_the_last_steps_scores_are_what_boolcl_evaluate_gives(tiny_model_dir, po
         assert got.keys() == expected.keys() and got == pytest.approx(expected, abs=1e-9), name
 
 
-def test_a_scope_shift_changes_what_the_run_scores_and_saves_not_what_it_trains(tiny_model_dir, pool, small_set,
-                                                                                 tmp_path):
-    """train.scope.shift is a logit adjustment for retrieval: the steps pool unshifted (same weights
-    as shift 0), the saved head carries the shift, and the periodic scores are the saved model's."""
-    from boolcl.evaluate.command import run_evaluate
-    from boolcl.pooling import scope_pooling
-    from boolcl.retrieval.models import load_model
-
-    extra = ["recipe=not_plus_tiny", "train.negation.pairs=0", "train.original_size=null", "train.scope.warmup=5",
-             "train.lr=1e-3", "train.eval_every=6", f"train.eval_data={small_set}"]
-    plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra, "train.scope.shift=0"))
-    shifted = train(cfg_for(tiny_model_dir, pool, tmp_path / "shifted", *extra, "train.scope.shift=2"))
-    assert same_weights(weights(plain), weights(shifted))
-    head_files = [next(run.glob("*ScopePooling")) for run in (plain, shifted)]
-    assert same_weights(*(weights(f) for f in head_files))
-    models = [load_model(str(run)) for run in (plain, shifted)]
-    assert [scope_pooling(m).shift for m in models] == [0.0, 2.0]
-
-    questions = ["chess openings but not the sicilian defence", "rivers of europe excluding the danube"]
-    unshifted, embedded = (m.encode(questions, convert_to_tensor=True) for m in models)
-    assert not torch.allclose(unshifted, embedded, atol=1e-4)  # the shift moves exclusion questions
-    scope_pooling(models[0]).shift = 2.0
-    assert torch.allclose(models[0].encode(questions, convert_to_tensor=True), embedded, atol=1e-6)
-
-    cfg = compose(["recipe=tiny", f"data={small_set}", "eval.cache=false", f"out={tmp_path / 'ev'}"])
-    _, payload, _ = run_evaluate(str(shifted), cfg)
-    last = read_log(shifted)[-1]
-    got = {k[len("eval/set/"):]: v for k, v in last.items() if k.startswith("eval/set/")}
-    expected = {k: v for k, v in payload["headline"].items() if k in got}
-    assert got.keys() == expected.keys() and got == pytest.approx(expected, abs=1e-9)
-
-
 # ---------------------------------------------------------------- it leaves the run alone
 
 
@@ -121,8 +89,7 @@ def test_a_scope_shift_changes_what_the_run_scores_and_saves_not_what_it_trains(
 def test_scoring_does_not_change_the_final_weights(tiny_model_dir, pool, small_set, tmp_path, recipe):
     """Dropout is on in the tiny model: a scorer that left the model in eval mode or moved a
     random generator would show here."""
-    extra = [f"recipe={recipe}", "train.negation.pairs=0", "train.original_size=null", "train.scope.warmup=5",
-             "train.lr=1e-3"]
+    extra = [f"recipe={recipe}", "train.original_size=null", "train.lr=1e-3"]
     plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra))
     scored = train(cfg_for(tiny_model_dir, pool, tmp_path / "scored", *extra, "train.eval_every=1",
                            f"train.eval_data={small_set}", "train.keep_best=MRR@10/NOT"))

@@ -6,18 +6,17 @@ absence means something).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
-import torch
 from conftest import ROOT
 
 from boolcl.cli import main
 from boolcl.errors import ModelError
-from boolcl.pooling import ScopePooling, install, scope_pooling
-from boolcl.retrieval.models import check_folder, load_model
+from boolcl.retrieval.models import load_model
 
 EVIL = """\
 from pathlib import Path
@@ -49,20 +48,20 @@ def _crafted(source, tmp_path):
     return folder, marker
 
 
-@pytest.mark.parametrize("kind", ["plain", "scope"])
+@pytest.mark.parametrize("kind", ["plain", "dense"])
 def test_auto_map_elsewhere_on_disk_is_never_imported(kind, tiny_model_dir, tmp_path):
-    """A scope-pooled folder loads boolcl's own pooling module; that must not make load_model run the
-    code its auto_map names, any more than for a plain folder."""
-    source = tiny_model_dir if kind == "plain" else _scope_folder(tiny_model_dir, tmp_path)
+    """A folder with a module after the pooling that loads weights of its own (Dense) is loaded
+    the same way: load_model must not run the code its auto_map names, any more than for a plain one."""
+    source = tiny_model_dir if kind == "plain" else _dense_folder(tiny_model_dir, tmp_path)
     folder, marker = _crafted(source, tmp_path)
     model = load_model(str(folder))
     assert not marker.exists()
     assert type(model[0].auto_model).__name__ == "BertModel"  # the plain architecture from config.json
-    assert model.encode(["a question"]).shape == (1, 32)
+    assert model.encode(["a question"]).shape == (1, 32 if kind == "plain" else 8)
 
 
 def test_evaluate_a_crafted_folder_runs_none_of_its_code(tiny_model_dir, tmp_path, small_set):
-    folder, marker = _crafted(_scope_folder(tiny_model_dir, tmp_path), tmp_path)
+    folder, marker = _crafted(tiny_model_dir, tmp_path)
     assert main(["evaluate", str(folder), f"data={small_set}", f"out={tmp_path / 'out'}", "eval.k=3"]) == 0
     assert not marker.exists()
     assert (tmp_path / "out" / "results.json").is_file()
@@ -70,7 +69,7 @@ def test_evaluate_a_crafted_folder_runs_none_of_its_code(tiny_model_dir, tmp_pat
 
 def test_the_user_can_opt_in_and_then_the_code_runs(tiny_model_dir, tmp_path, small_set):
     """The same folder with model_trust_remote_code=true: the marker appears, so the tests above can fail."""
-    folder, marker = _crafted(_scope_folder(tiny_model_dir, tmp_path), tmp_path)
+    folder, marker = _crafted(tiny_model_dir, tmp_path)
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "hf-modules"), "OMP_NUM_THREADS": "1"}
     res = subprocess.run([sys.executable, "-m", "boolcl.cli", "evaluate", str(folder), f"data={small_set}",
                           f"out={tmp_path / 'out'}", "eval.k=3", "model_trust_remote_code=true"],
@@ -92,35 +91,54 @@ def test_a_foreign_module_type_is_refused_and_names_the_setting(tiny_model_dir, 
     assert not marker.exists()
 
 
-def _scope_folder(tiny_model_dir, tmp_path):
-    model = load_model(str(tiny_model_dir))
-    head = install(model, drop=1.0, hidden=8)
-    with torch.no_grad():
-        for p in head.parameters():
-            p.normal_()
-    model.save(str(tmp_path / "scope"))
-    return tmp_path / "scope"
-
-
-def test_boolcl_scope_pooling_loads_without_trust_and_code_beside_it_stays_put(tiny_model_dir, tmp_path):
-    folder, marker = _scope_folder(tiny_model_dir, tmp_path), tmp_path / "marker"
-    for place in (folder / "evil.py", folder / "1_ScopePooling" / "evil.py", folder / "boolcl" / "pooling.py"):
-        place.parent.mkdir(exist_ok=True)
-        place.write_text(EVIL.format(marker=str(marker)))  # a look-alike of boolcl's module, too
-    model = load_model(str(folder))
+@pytest.mark.parametrize("class_ref", ["boolcl.pooling.ScopePooling", "boolcl.evil.Module"])
+def test_a_module_type_named_like_boolcls_is_refused_and_code_beside_it_stays_put(class_ref, tiny_model_dir,
+                                                                                  tmp_path):
+    """boolcl has no module types of its own: a folder that names a type under boolcl's name is
+    refused like any type outside sentence-transformers, before anything is imported, also with a
+    look-alike of the named module in the folder."""
+    folder, marker = tmp_path / "model", tmp_path / "marker"
+    shutil.copytree(tiny_model_dir, folder)
+    module_path, _, _ = class_ref.rpartition(".")
+    look_alike = folder / (module_path.replace(".", "/") + ".py")
+    for place in (folder / "evil.py", folder / "1_Pooling" / "evil.py", look_alike):
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.write_text(EVIL.format(marker=str(marker)))
+    modules = json.loads((folder / "modules.json").read_text())
+    real, modules[1]["type"] = modules[1]["type"], class_ref
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ModelError, match=rf"modules\.json: module 1 has type '{re.escape(class_ref)}', which is not "
+                                         r"one of sentence-transformers' modules; .*model_trust_remote_code=true"):
+        load_model(str(folder))
     assert not marker.exists()
-    assert type(scope_pooling(model)) is ScopePooling and model.trust_remote_code is False
-    assert list(check_folder(folder)) == ["boolcl.pooling.ScopePooling"]
+    modules[1]["type"] = real  # the same folder naming sentence-transformers' own pooling loads
+    (folder / "modules.json").write_text(json.dumps(modules))
+    assert load_model(str(folder)).encode(["a question"]).shape == (1, 32)
+    assert not marker.exists()
+
+
+def _dense_folder(tiny_model_dir, tmp_path):
+    """The tiny model with a Dense layer (32 -> 8, weights of its own) after its pooling."""
+    try:
+        from sentence_transformers.sentence_transformer.modules import Dense
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Dense
+
+    model = load_model(str(tiny_model_dir))
+    model.append(Dense(32, 8))
+    model.save(str(tmp_path / "dense"))
+    return tmp_path / "dense"
 
 
 def _saved_files(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "README.md")
 
 
-@pytest.mark.parametrize("kind", ["plain", "scope"])
+@pytest.mark.parametrize("kind", ["plain", "dense"])
 def test_a_folder_missing_any_saved_file_is_refused_by_name(kind, tiny_model_dir, tmp_path):
-    """As if a save stopped before each file: every file the save writes (the model card aside) is needed."""
-    source = tiny_model_dir if kind == "plain" else _scope_folder(tiny_model_dir, tmp_path)
+    """As if a save stopped before each file: every file the save writes (the model card aside) is needed,
+    a Dense layer's weights and config too."""
+    source = tiny_model_dir if kind == "plain" else _dense_folder(tiny_model_dir, tmp_path)
     load_model(str(source))  # the whole folder loads
     files = _saved_files(source)
     assert {"modules.json", "model.safetensors", "tokenizer.json"} <= set(files)

@@ -308,32 +308,6 @@ def test_group_by_length_makes_homogeneous_batches_in_random_order():
     assert list(grouped) != b
 
 
-def test_spread_parts_put_each_unit_in_one_part_and_every_epoch_at_one_length():
-    from boolcl.train.sampling import EpochShuffle, spread_parts
-
-    units = [(10 + 2 * k, 11 + 2 * k) for k in range(5)]  # five pairs: the items numbered 10 to 19
-    parts = spread_parts(units, 2, seed=7)
-    assert [len(p) for p in parts] == [6, 6]  # ceil(5/2) = 3 pairs each; the second wraps to one of the first's
-    for p in parts:
-        assert all(p[k + 1] == p[k] + 1 and p[k] % 2 == 0 for k in range(0, len(p), 2))  # a pair stays together
-    assert set(parts[0]) | set(parts[1]) == set(range(10, 20))
-    assert len(set(parts[0]) & set(parts[1])) == 2  # exactly the wrapped pair twice
-    assert spread_parts(units, 2, seed=8) != parts and spread_parts(units, 2, seed=7) == parts
-    assert spread_parts(units, 5, seed=7) == [list(u) for u in (units[i] for i in
-                                                                torch.randperm(5, generator=torch.Generator().manual_seed(7)).tolist())]
-
-    sampler = EpochShuffle(20, 3, parts=parts)
-    assert len(sampler) == 16
-    for epoch in (0, 1, 2):
-        sampler.set_epoch(epoch)
-        order = list(sampler)
-        assert sorted(order) == sorted(list(range(10)) + parts[epoch % 2])  # the rest every epoch, one part each
-    with pytest.raises(ValueError, match="same length"):
-        EpochShuffle(20, 3, parts=[[10, 11], [12, 13, 14, 15]])
-    # without parts the order is the plain seeded permutation, as before the switch existed
-    assert list(EpochShuffle(20, 3)) == torch.randperm(20, generator=torch.Generator().manual_seed(3 * 100_003)).tolist()
-
-
 @pytest.mark.slow
 def test_training_on_the_not_pool_teaches_negation(tmp_path):
     """The packaged MiniLM, trained on the sample's NOT pool, ranks excluded passages lower."""

@@ -39,7 +39,7 @@ def _outside(need: str):
 def test_every_numeric_key_of_the_schema_has_a_range_or_is_free():
     assert set(NUMERIC) == set(RANGES) | set(FREE)
     assert not set(RANGES) & set(FREE)
-    assert {"train.lr", "train.exclusion.weight", "train.max_length", "eval.max_length"} <= set(RANGES)
+    assert {"train.lr", "train.retention.weight", "train.max_length", "eval.max_length"} <= set(RANGES)
 
 
 @pytest.mark.parametrize("key", sorted(_floats()))
@@ -58,7 +58,7 @@ def test_every_range_is_enforced_naming_the_key(key):
 
 @pytest.mark.parametrize("override, message", [
     ("train.lr=nan", "train.lr=nan must be a finite number"),
-    ("train.exclusion.weight=inf", "train.exclusion.weight=inf must be a finite number"),
+    ("train.retention.weight=inf", "train.retention.weight=inf must be a finite number"),
     ("train.max_length=1", "train.max_length=1 must be >= 8"),
     ("eval.max_length=4", "eval.max_length=4 must be >= 8"),
     ("train.lr=0", "train.lr=0.0 must be > 0"),
@@ -66,8 +66,7 @@ def test_every_range_is_enforced_naming_the_key(key):
     ("train.batch_size=0", "train.batch_size=0 must be >= 1"),
     ("train.warmup_ratio=1", r"train.warmup_ratio=1.0 must be in [0, 1)"),
     ("compare.alpha=0", r"compare.alpha=0.0 must be in (0, 1)"),
-    ("train.scope.shift=nan", "train.scope.shift=nan must be a finite number"),
-    ("train.exclusion.margin=-inf", "train.exclusion.margin=-inf must be a finite number"),
+    ("train.decomposition.anchor=-inf", "train.decomposition.anchor=-inf must be a finite number"),
     ("generate.min_candidates=5", "generate.min_candidates=5 must be <= generate.max_candidates=3"),
 ])
 def test_the_reported_cases_are_refused_in_one_line(override, message):
@@ -78,8 +77,8 @@ def test_the_reported_cases_are_refused_in_one_line(override, message):
 
 @pytest.mark.parametrize("override", [
     "train.max_length=8", "eval.max_length=8", "train.lr=1e-9", "train.warmup_ratio=0", "compare.alpha=0.5",
-    "train.scope.warmup_until=1", "train.exclusion.margin=-0.1", "train.scope.shift=-2", "train.scale=null",
-    "eval.max_corpus=null", "seed=0", "train.exclusion.weight=0",
+    "train.scale=null", "train.decomposition.drop=0",
+    "eval.max_corpus=null", "seed=0", "train.retention.weight=0",
 ])
 def test_values_at_the_edges_are_allowed(override):
     compose(["recipe=not_plus_tiny", override])
@@ -89,7 +88,7 @@ def test_validation_refuses_before_torch_is_imported():
     code = ("import sys\n"
             "from boolcl.config import compose\n"
             "from boolcl.errors import ConfigError\n"
-            "for bad in ('train.lr=nan', 'train.exclusion.weight=inf', 'train.max_length=1'):\n"
+            "for bad in ('train.lr=nan', 'train.retention.weight=inf', 'train.max_length=1'):\n"
             "    try:\n"
             "        compose(['recipe=not_plus_tiny', bad])\n"
             "    except ConfigError as err:\n"
@@ -98,6 +97,6 @@ def test_validation_refuses_before_torch_is_imported():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.splitlines()
-    assert [line.split()[0] for line in lines[:3]] == ["train.lr=nan", "train.exclusion.weight=inf",
+    assert [line.split()[0] for line in lines[:3]] == ["train.lr=nan", "train.retention.weight=inf",
                                                        "train.max_length=1"]
     assert lines[3] == "[]"

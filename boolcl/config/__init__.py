@@ -10,7 +10,7 @@ from boolcl.config.compose import (
     setting,
     to_yaml,
 )
-from boolcl.config.validate import resume_flag, soup_on, validate
+from boolcl.config.validate import resume_flag, validate
 
 __all__ = ["available_recipes", "check_overrides", "compose", "overridden", "recipe_summaries", "recipes_dir",
-           "resume_flag", "setting", "soup_on", "to_yaml", "validate"]
+           "resume_flag", "setting", "to_yaml", "validate"]

@@ -52,15 +52,6 @@ def check_training_inputs(cfg) -> None:
             state = "is a folder" if path.is_dir() else "does not exist"
             raise ConfigError(f"train.original: {where(original)} {state}; set train.original to a JSONL file of "
                               f"training examples, sample, msmarco (the hub's MS MARCO triples) or none")
-    source = t.negation.source
-    if t.negation.pairs and source != "written":
-        path = Path(str(source))
-        # a hub id is owner/name; anything else that is not on disk is a missing file or folder
-        looks_local = path.is_absolute() or str(source).startswith(".") or str(source).count("/") != 1
-        if looks_local and not path.exists():
-            raise ConfigError(f"train.negation.source: {where(str(source))} does not exist; give a NevIR-layout "
-                              f".json or .jsonl file, a folder holding one, a hub id, or written (the pairs "
-                              f"bundled with boolcl)")
     if resume_flag(t.resume) is None:
         path = Path(str(t.resume))
         if not path.is_dir():

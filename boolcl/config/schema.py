@@ -12,7 +12,6 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from boolcl.words import CONTRAST_TEMPLATES, SCOPE_TEMPLATES
 
 
 @dataclass
@@ -22,21 +21,6 @@ class LoraCfg:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: Optional[list[str]] = None  # None: peft's default for the architecture
-
-
-@dataclass
-class ExclusionCfg:
-    """NOT-aware: an explicit negative must score below each of its query's positives by `margin`."""
-    weight: float = 0.0  # 0: off
-    margin: float = 0.2  # in similarity units (cosine or dot), before `train.scale`
-    operators: list[str] = field(default_factory=lambda: ["not"])  # whose explicit negatives count
-
-
-@dataclass
-class PairsCfg:
-    """NOT-aware: each NOT question's plain (disjunctive) question joins the batch with the
-    excluded passage as its positive, so only the exclusion tells the two queries apart."""
-    weight: float = 0.0  # 0: off
 
 
 @dataclass
@@ -59,66 +43,6 @@ class DecompositionCfg:
 
 
 @dataclass
-class ScopeCfg:
-    """NOT-aware: scope pooling (pooling.py): a head finds the exclusion's tokens and subtracts
-    them from the question (`mode` says how), taught from the rules' spans (train/scope.py).
-    Saved with the model."""
-    weight: float = 0.0  # 0: off (mean pooling as the model has it)
-    drop: float = 0.5  # how hard the excluded part is subtracted (0.5: not_plus_tiny, chosen on the sample)
-    # added to the exclusion classes' logits when the model embeds for retrieval (eval mode: periodic scores, the
-    # saved model); training pools unshifted. 2 (not_plus's): the unseen wordings' NOT MRR@10 +3.1 (docs/method.md: "Scope pooling")
-    shift: float = 0.0
-    lr: float = 1e-2  # the head's learning rate: it starts from zero and has few steps to find the scope
-    hidden: int = 64  # the head's GRU width (each direction)
-    mode: str = "tokens"  # tokens: each excluded token weighs -drop in the mean; parts (not_plus's): the kept part's mean minus drop x the excluded part's (pooling.py)
-    warmup: int = 300  # steps fitting the head alone on the frozen start model before training; 0: none
-    warmup_until: float = 0.99  # stop the warm-up once every token class's recall reaches this; 0: all `warmup` steps
-    # rows the warm-up fits on: the training questions, filled up with practice sentences; on the sample 512 left the
-    # head's held-out accuracy where 1024 had it for 60% of the warm-up's time
-    warmup_rows: int = 512
-    # share of the exclusion questions the head also reads with their marker words hidden (swapped for other rows'
-    # ordinary tokens), in the warm-up and in a second head pass each step; 0: none (scope.py, docs/method.md: "Scope pooling")
-    hide_markers: float = 0.0
-    warmup_practice: bool = True  # fill the warm-up's rows with practice sentences (scope.ScopeSentences)
-    # keep the head the warm-up fitted in the embedding cache (eval.cache_dir), keyed by everything it depends on:
-    # the soup's second run and a rerun of the same seed load it, to the bit, instead of fitting it (scope_cache.py)
-    warmup_cache: bool = True
-    templates: list[str] = field(default_factory=lambda: list(SCOPE_TEMPLATES))  # exclusion wordings of the practice sentences
-    # wordings that join the same parts without excluding (and, or, as well as): all-ordinary practice; []: none
-    contrast: list[str] = field(default_factory=lambda: list(CONTRAST_TEMPLATES))
-
-
-@dataclass
-class SoupCfg:
-    """Negated statements in two runs, one model (train/soup.py): the recipe trained once with the
-    minimal pairs and once without, from the same start and seed, mixed weight by weight. On the
-    sample, NevIR, the unseen wordings and BIRCO this kept what the pairs teach (NevIR) without
-    what they cost (ArguAna, AND questions), where no single run did (docs/method.md, "Negated statements: two runs, one model")."""
-    weight: float = 0.0  # 0: off (the pairs train in the one run); else the pairs' run's share of every weight
-    # then these parts (boolcl interpolate --part: embeddings, head, layers:A-B) keep the rest of their share
-    # from the starting model: 0.9 of the mix and 0.1 of the start in layers 3-5 ("upper", seeds 1-3)
-    start: list[str] = field(default_factory=lambda: ["layers:3-5=0.9"])
-    # overrides of the pairs' run alone (the run without pairs is the recipe as it is)
-    pairs_run: list[str] = field(default_factory=lambda: ["train.retention.operators=[and,or]"])
-
-
-@dataclass
-class NegationCfg:
-    """Negated statements (train/negation.py): minimal pairs of passages that differ by a negation,
-    each version asked for by a question of its own, so "not" has to be read. Read in NevIR's layout
-    (docs/data-formats.md, "Written negation pairs"). The scope head learns the pairs' questions as
-    ordinary throughout (a negated statement excludes nothing); they stay out of its warm-up."""
-    pairs: int = 0  # minimal pairs, two items each; 0: off; -1: all of `source`'s
-    # `written`: the pairs bundled with boolcl; or a NevIR-layout .json/.jsonl file, folder or hub id (its `split`)
-    source: str = "written"
-    split: str = "train"  # the hub split of `source`
-    # each pair in one epoch only: the pairs split into train.epochs parts, epoch e trains on part e
-    # and all the rest of the mix, so the pairs add a third of the steps over three epochs, not thrice
-    spread: bool = False
-    soup: SoupCfg = field(default_factory=SoupCfg)  # two runs (with and without the pairs), one model
-
-
-@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -127,7 +51,13 @@ class TrainCfg:
     original_size: Optional[int] = None  # None: all
     hard_negatives: int = 1  # negatives per query in each step
     batch_size: int = 64  # global batch (queries per optimiser step)
+    # micro-batches per optimiser step: less memory, but with InfoNCE each micro-batch's queries see only its own
+    # negatives (a different objective); train.grad_cache_chunk keeps them all
     grad_accum: int = 1
+    # gradient caching (train/grad_cache.py): encode this many rows (queries or passages) at a time and backpropagate
+    # the whole batch's objective through them, every negative kept, in the memory of one chunk's activations, for
+    # one more forward pass. 0: off. At most a process's queries per micro-batch
+    grad_cache_chunk: int = 0
     lr: float = 2e-5
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
@@ -161,12 +91,9 @@ class TrainCfg:
     eval_data: Any = None  # a data= spec, or a list of them; None: the run's `data`
     eval_max_corpus: Optional[int] = None  # a dev slice: labelled passages + a seeded sample of the rest; None: all
     keep_best: Optional[str] = None  # keep <run>/best/, the model that scored best by this, e.g. MRR@10/NOT
-    exclusion: ExclusionCfg = field(default_factory=ExclusionCfg)  # NOT-aware additions (recipe=not_plus)
-    pairs: PairsCfg = field(default_factory=PairsCfg)
+    # NOT-aware additions (recipe=not_plus; docs/method.md)
     retention: RetentionCfg = field(default_factory=RetentionCfg)
     decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
-    scope: ScopeCfg = field(default_factory=ScopeCfg)
-    negation: NegationCfg = field(default_factory=NegationCfg)
     num_workers: int = 0
 
 

@@ -29,7 +29,6 @@ VALID = {
     "compare.test": {"randomization", "bootstrap"},
     "eval.backend": {"torch", "onnx"},
     "eval.onnx_quantize": {"none", "int8"},
-    "train.scope.mode": {"tokens", "parts"},
 }
 OPERATORS = {"and", "or", "not"}
 
@@ -39,7 +38,8 @@ OPERATORS = {"and", "or", "not"}
 RANGES = {
     "seed": ">= 0", "train.num_examples": ">= 0 (0: no Boolean examples)",
     "train.original_size": ">= 0 or null (all)", "train.hard_negatives": ">= 0", "train.batch_size": ">= 1",
-    "train.grad_accum": ">= 1", "train.lr": "> 0", "train.weight_decay": ">= 0", "train.warmup_ratio": "in [0, 1)",
+    "train.grad_accum": ">= 1", "train.grad_cache_chunk": ">= 0 (0: off)", "train.lr": "> 0",
+    "train.weight_decay": ">= 0", "train.warmup_ratio": "in [0, 1)",
     "train.epochs": ">= 1", "train.max_steps": ">= -1 (-1: use train.epochs)",
     "train.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
     "train.scale": "> 0 or null (the similarity's default)", "train.max_grad_norm": "> 0",
@@ -47,12 +47,8 @@ RANGES = {
     "train.log_every": ">= 1 (steps between log lines)", "train.save_every": ">= 0 (0: only the final model)",
     "train.keep_last": ">= 1", "train.eval_every": ">= 0 (0: no scores while training)",
     "train.eval_max_corpus": ">= 1 or null (the whole corpus)", "train.num_workers": ">= 0",
-    "train.exclusion.weight": ">= 0", "train.pairs.weight": ">= 0", "train.retention.weight": ">= 0",
+    "train.retention.weight": ">= 0",
     "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0", "train.decomposition.anchor": ">= 0",
-    "train.scope.weight": ">= 0", "train.scope.drop": ">= 0", "train.scope.lr": "> 0", "train.scope.hidden": ">= 1",
-    "train.scope.warmup": ">= 0", "train.scope.warmup_until": "in [0, 1]", "train.scope.warmup_rows": ">= 1",
-    "train.scope.hide_markers": "in [0, 1]", "train.negation.pairs": ">= -1 (-1: all of train.negation.source's)",
-    "train.negation.soup.weight": "in [0, 1] (0: off)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",
     "eval.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
     "eval.shard_size": ">= 1 (passages per cache shard)", "eval.max_corpus": ">= 1 or null (the whole corpus)",
@@ -68,8 +64,6 @@ RANGES = {
     "decompose.rrf_k": "> 0",
 }
 FREE = {  # numeric keys any finite value suits
-    "train.scope.shift": "an offset added to logits, of either sign",
-    "train.exclusion.margin": "a margin in similarity units, of either sign",
 }
 _COMPARE = {">=": operator.ge, ">": operator.gt}
 _INTERVAL = re.compile(r"in ([\[(])(\S+), (\S+?)([\])])")
@@ -119,12 +113,6 @@ def check_ranges(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={value!r} must be {need}")
 
 
-def soup_on(t) -> bool:
-    """Whether `train` (cfg.train) makes a soup: the soup's weight and minimal pairs to train on.
-    `train.negation.pairs=0` alone switches negated statements off, spread and soup with them."""
-    return bool(t.negation.soup.weight and t.negation.pairs)
-
-
 def resume_flag(resume) -> bool | None:
     """`train.resume` read once for every caller: False (start afresh), True (the latest
     checkpoint of out=), or None when it names a checkpoint folder. YAML and the command line
@@ -150,69 +138,39 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{section}.operators={list(cfg[section].operators)} must be a non-empty "
                               f"subset of {sorted(OPERATORS)}")
     t = cfg.train
-    for key in ("exclusion", "pairs", "retention", "decomposition", "scope"):
+    for key in ("retention", "decomposition"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
-    if t.scope.hidden < 1 or t.scope.warmup < 0:
-        raise ConfigError(f"train.scope.hidden must be >= 1 and train.scope.warmup >= 0, "
-                          f"got {t.scope.hidden} and {t.scope.warmup}")
-    if t.negation.pairs < -1:
-        raise ConfigError(f"train.negation.pairs is a number of minimal pairs (0: off; -1: all of "
-                          f"train.negation.source's), got {t.negation.pairs}")
-    if t.negation.pairs and not t.negation.source.strip():
-        raise ConfigError("train.negation.source is empty: give written (the pairs bundled with boolcl), a "
-                          "NevIR-layout .json or .jsonl file, a folder holding one, or a hub id; "
-                          "or train.negation.pairs=0")
-    soup = t.negation.soup
-    if not (isinstance(soup.weight, (int, float)) and 0 <= soup.weight <= 1):
-        raise ConfigError(f"train.negation.soup.weight is the pairs' run's share of each weight, in [0, 1] "
-                          f"(0: off), got {soup.weight}")
-    if soup_on(t) and t.keep_best:
-        raise ConfigError("train.keep_best keeps one run's best model, and train.negation.soup's model is a mix of "
-                          "two runs: set train.keep_best=null, or train.negation.pairs=0 (no negated statements)")
-    if soup_on(t) and resume_flag(t.resume) is None:
-        raise ConfigError("train.negation.soup resumes each of its two runs from its own folder: "
-                          f"use train.resume=true with out= the soup's run, not train.resume={t.resume}")
-    if t.scope.warmup_rows < 1:
-        raise ConfigError(f"train.scope.warmup_rows is how many rows the warm-up fits on (at least 1), "
-                          f"got {t.scope.warmup_rows}")
-    if not 0 <= t.scope.warmup_until <= 1:
-        raise ConfigError(f"train.scope.warmup_until is a recall in [0, 1] (0: all train.scope.warmup steps), "
-                          f"got {t.scope.warmup_until}")
-    if not 0 <= t.scope.hide_markers <= 1:
-        raise ConfigError(f"train.scope.hide_markers is the share of exclusion questions read with their marker "
-                          f"words hidden, in [0, 1] (0: none), got {t.scope.hide_markers}")
-    for key in ("templates", "contrast"):
-        for template in t.scope[key]:
-            fields = re.findall(r"\{(\w*)\}", template)
-            if fields.count("drop") != 1 or len([f for f in fields if f in ("keep", "keep_lc")]) != 1 or \
-                    set(fields) - {"keep", "keep_lc", "drop"}:
-                raise ConfigError(f"train.scope.{key}: {template!r} needs {{drop}} once and {{keep}} or {{keep_lc}} "
-                                  f"once, and nothing else in braces")
-    if t.scope.warmup and t.scope.warmup_practice and not t.scope.templates:
-        raise ConfigError("train.scope.warmup_practice needs at least one template in train.scope.templates "
-                          "(set train.scope.warmup_practice=false for a warm-up on the training questions alone)")
     if set(t.retention.operators) - set(t.operators):
         raise ConfigError(f"train.retention.operators={list(t.retention.operators)} must be among train.operators="
                           f"{list(t.operators)}: retention scores questions the mix has")
-    if set(t.exclusion.operators) - OPERATORS:
-        raise ConfigError(f"train.exclusion.operators={list(t.exclusion.operators)} must be a subset of {sorted(OPERATORS)}")
-    if (t.exclusion.weight or t.pairs.weight) and t.hard_negatives < 1:
-        raise ConfigError("train.exclusion / train.pairs need the excluded passage in the batch: "
-                          "set train.hard_negatives >= 1")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
-    if t.loss == "margin_mse" and (t.exclusion.weight or t.pairs.weight or t.retention.weight
-                                   or t.decomposition.weight):
-        raise ConfigError("train.exclusion / train.pairs / train.retention / train.decomposition work with "
-                          "train.loss=infonce only")
+    if t.loss == "margin_mse" and (t.retention.weight or t.decomposition.weight):
+        raise ConfigError("train.retention / train.decomposition work with train.loss=infonce only")
     if t.max_steps == 0:
         raise ConfigError("train.max_steps=0 must be -1 (use train.epochs) or >= 1")
     check_ranges(cfg)
+    check_grad_cache(t)
     check_eval_backend(cfg)
     check_periodic_eval(cfg)
     check_generate(cfg)
     check_decompose(cfg.decompose)
+
+
+def check_grad_cache(t, processes: int | None = None) -> None:
+    """train.grad_cache_chunk against what it splits (its range is in RANGES): a chunk holds at most
+    the queries a process encodes per micro-batch. compose() does not know how many processes will
+    run (None: checked as for one), the training loop checks again with the number it runs on."""
+    chunk = t.grad_cache_chunk
+    if not chunk:
+        return
+    queries = t.batch_size // ((processes or 1) * t.grad_accum)
+    if chunk > queries:
+        split = (f"train.batch_size={t.batch_size} / train.grad_accum={t.grad_accum}" if processes is None else
+                 f"train.batch_size={t.batch_size} / ({processes} processes x train.grad_accum={t.grad_accum})")
+        raise ConfigError(f"train.grad_cache_chunk={chunk} must be at most the queries a process encodes per "
+                          f"micro-batch: {queries} ({split}); 0: off")
 
 
 def check_eval_backend(cfg: DictConfig) -> None:

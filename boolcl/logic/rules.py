@@ -2,9 +2,9 @@
 
 It splits on the wordings the bundled sample (and ordinary English) uses, listed in
 boolcl/words.py. The decomposed-query baseline (`boolcl decompose`, labelled
-`offline-rules`) and the trainer (decomposition targets, scope labels) both read
-questions through it, so they share one notion of where an exclusion lies. A stand-in
-for demos and tests, not a model of language.
+`offline-rules`) and the trainer (decomposition targets) both read questions through it,
+so they share one notion of where an exclusion lies. A stand-in for demos and tests, not a
+model of language.
 """
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def negation_span(q: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """Character spans (marker, excluded part) of a question's exclusion, or None.
 
     The rules' single notion of where a NOT question's exclusion lies: `_rule_not` splits the
-    question there, and the trainer's scope labels (train/scope.py) mark those tokens."""
+    question there (and so do the trainer's decomposition targets, through it), and
+    scripts/reproduce/unseen_wordings.py rewords the exclusion there."""
     m = EXCLUSION_PREFIX.match(q)
     if m:
         return (m.start(), m.start("neg")), m.span("neg")

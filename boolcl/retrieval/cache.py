@@ -6,14 +6,14 @@ missing shard; under `accelerate launch` each process encodes its own shards (sh
 to process i mod N) and every process then reads them all. Shards are written by
 boolcl.files' atomic writer, so a killed run never leaves a torn one.
 
-Every cache entry boolcl writes for itself (a shard here, the scope head in
-train/scope_cache.py) is one safetensors file whose metadata holds the key it was written
-under and a blake2b checksum of that metadata and of the tensors' bytes (`pack`). One file,
-renamed into place whole: two runs writing the same entry at once leave one of their two
-complete files, never a mix. An entry is only read when its checksum matches and its key is
-the key it is read under (`unpack`); a shard must also be the shard of that index, of these
-texts, with the rows it should hold. Any other (a flipped byte, a truncated file, another
-entry's file copied in, one from an older boolcl) is named in a warning and encoded again.
+Every shard (the start table of train/start_table.py is kept in shards too) is one safetensors
+file whose metadata holds the key it was written under and a blake2b checksum of that metadata
+and of the tensors' bytes (`pack`). One file, renamed into place whole: two runs writing the
+same entry at once leave one of their two complete files, never a mix. An entry is only read
+when its checksum matches and its key is the key it is read under (`unpack`); a shard must also
+be the shard of that index, of these texts, with the rows it should hold. Any other (a flipped
+byte, a truncated file, another entry's file copied in, one from an older boolcl) is named in a
+warning and encoded again.
 The folder's name comes from `cache_key` over the encoder's identity
 (boolcl/retrieval/identity.py), the texts and the shard size, and is the key the shards in it
 are read under.

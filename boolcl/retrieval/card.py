@@ -121,8 +121,7 @@ def loss_terms(t: dict) -> dict:
     """The objective's terms that are on, with their weights and settings (train/objective.py)."""
     terms = {"contrastive": {"loss": t["loss"], "weight": 1.0, "scale": t.get("scale"),
                              "hard_negatives": t["hard_negatives"]}}
-    extra = {"exclusion": ("margin", "operators"), "pairs": (), "retention": (),
-             "decomposition": ("drop", "anchor"), "scope": ("drop", "mode", "shift", "hidden", "warmup")}
+    extra = {"retention": ("operators",), "decomposition": ("drop", "anchor")}
     for name, keys in extra.items():
         part = t.get(name) or {}
         if part.get("weight"):

@@ -2,7 +2,7 @@
 
 Two encoders with the same weights still give different vectors when their tokenizer
 differs (vocabulary, lowercasing, added tokens), when a module is set differently (mean
-versus CLS pooling, a Normalize added or removed, the scope head's `drop`), or when the
+versus CLS pooling, a Normalize added or removed, a Dense layer's activation), or when the
 prompt, the max length, the similarity, the precision of the encoding or the backend that runs
 the transformer (torch or ONNX Runtime, fp32 or int8) differ. The cache
 key and results.json both take their model part from `embedding_identity`, so a cache entry

@@ -1,20 +1,16 @@
 """A model part of the way back to another of the same architecture: each weight w·A + (1 − w)·B.
 
-Continued training on NOT questions and negated statements teaches the encoder what they need
-and also moves it off the topics of text it was never shown (BIRCO's long arguments: see
-"Negated statements: two runs, one model" in docs/method.md). Interpolating the trained weights with the
+Continued training on NOT questions teaches the encoder what they need and also moves it off
+the topics of text it was never shown (BIRCO's long arguments). Interpolating the trained weights with the
 starting model's (WiSE-FT: Wortsman et al., "Robust fine-tuning of zero-shot models", 2022),
 or with another run from the same start (a "model soup"), gives back much of what was lost for
 a part of what was learned, and costs no training: one run can be scored at several weights.
 `w` is the share of the first model (1: itself).
 
-The two must be one architecture, whichever is given first: the same modules with the same
-settings, the same encoder configuration, and the same weight names with the same shapes. One
-difference is allowed, and recorded in interpolation.json ("only_in_model", "kept"): a module
-with weights that only A has, where B has none or one without weights (the scope head, when B
-is the start A was trained from) stays as A has it. A module with weights only B has is refused
-(the mix would lose it; give that model first, with the share 1 − w). A module both have (two
-runs from one start) is interpolated too. Integer buffers must agree; they are not averaged.
+The two must be one architecture, whichever is given first: the same modules in the same order
+with the same settings, the same encoder configuration, and the same weight names with the same
+shapes. Every weight is interpolated, the modules after the encoder (a Dense layer) too. Integer
+buffers must agree; they are not averaged.
 
 A part of the model may take a share of its own (`Shares`): the embeddings, a range of the
 transformer's layers, or the head (every module after the encoder): what one kind of training
@@ -139,22 +135,14 @@ def parse_parts(items: Sequence[str]) -> dict[str, float]:
 
 
 def check_same_names(a: dict, b: dict, names: tuple[str, str]) -> None:
-    """Refuse two state dicts that differ in a weight's name, unless every weight of a module is
-    in `a` alone (a head only the first model has, kept as it is)."""
-    modules_b = {module_of(k) for k in b}
-    for key in a.keys() - b.keys():
-        module = module_of(key)
-        if module == "0":
-            raise ModelError(f"{names[1]} has no encoder weight {key!r} that {names[0]} has: "
-                             "the two are not one architecture")
-        if module in modules_b:
-            raise ModelError(f"{names[1]} has no weight {key!r} that {names[0]} has, though both have "
-                             f"weights in module {module}: the two are not one architecture")
-    only_b = sorted(b.keys() - a.keys())
-    if only_b:
-        raise ModelError(f"{names[1]} has {len(only_b)} weight(s) {names[0]} lacks, e.g. {only_b[0]!r}: the mix "
-                         f"would drop them. Not one architecture; where the second model adds a module (a head), "
-                         f"give it first and its share as the weight (1 − w)")
+    """Refuse two state dicts that differ in a weight's name, naming one such weight."""
+    for mine, theirs, (has, lacks) in ((a, b, names), (b, a, names[::-1])):
+        only = sorted(mine.keys() - theirs.keys())
+        if only:
+            what = "encoder weight" if module_of(only[0]) == "0" else "weight"
+            raise ModelError(f"{lacks} has no {what} {only[0]!r} that {has} has"
+                             + (f" (and {len(only) - 1} more)" if len(only) > 1 else "")
+                             + ": the two are not one architecture")
 
 
 def encoder_config(module) -> dict:
@@ -179,41 +167,26 @@ def kind(module) -> str:
     return f"{type(module).__module__}.{type(module).__qualname__}"
 
 
-def check_architecture(model, other, names: tuple[str, str] = ("the model", "the other")) -> dict[str, str]:
+def check_architecture(model, other, names: tuple[str, str] = ("the model", "the other")) -> None:
     """Refuse two SentenceTransformers that are not one architecture: the same module types in the
-    same order and settings, the encoder's configuration alike. A module of `model`'s with weights
-    where `other` has none, or one without weights, is allowed (a head only `model` has, kept as it
-    is); returns those, by position."""
-    def holds_weights(m) -> bool:
-        return bool(m.state_dict())
-
+    same order and settings, the encoder's configuration alike."""
     mods_a, mods_b = list(model), list(other)
-    only_a: dict[str, str] = {}
     for i in range(max(len(mods_a), len(mods_b))):
         x = mods_a[i] if i < len(mods_a) else None
         y = mods_b[i] if i < len(mods_b) else None
-        if x is not None and y is not None and kind(x) == kind(y):
-            if i == 0:
-                ca, cb = encoder_config(x), encoder_config(y)
-                diff = sorted(k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k))
-            else:
-                sa, sb = module_settings(x), module_settings(y)
-                diff = sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))
-                ca, cb = sa, sb
-            if diff:
-                k = diff[0]
-                raise ModelError(f"module {i} ({kind(x)}): {k}={ca.get(k)!r} in {names[0]}, {k}={cb.get(k)!r} in "
-                                 f"{names[1]}" + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else "")
-                                 + ": the two are not one architecture")
-            continue
-        if i > 0 and x is not None and holds_weights(x) and (y is None or not holds_weights(y)):
-            only_a[str(i)] = kind(x)  # kept as `model` has it
-            continue
-        raise ModelError(f"module {i}: {kind(x) if x is not None else 'none'} in {names[0]}, "
-                         f"{kind(y) if y is not None else 'none'} in {names[1]}: the two are not one architecture"
-                         + ("; where the second model adds a head, give it first and its share as the weight (1 − w)"
-                            if y is not None and holds_weights(y) else ""))
-    return only_a
+        if x is None or y is None or kind(x) != kind(y):
+            raise ModelError(f"module {i}: {kind(x) if x is not None else 'none'} in {names[0]}, "
+                             f"{kind(y) if y is not None else 'none'} in {names[1]}: the two are not one architecture")
+        if i == 0:
+            ca, cb = encoder_config(x), encoder_config(y)
+        else:
+            ca, cb = module_settings(x), module_settings(y)
+        diff = sorted(k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k))
+        if diff:
+            k = diff[0]
+            raise ModelError(f"module {i} ({kind(x)}): {k}={ca.get(k)!r} in {names[0]}, {k}={cb.get(k)!r} in "
+                             f"{names[1]}" + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else "")
+                             + ": the two are not one architecture")
 
 
 @torch.no_grad()
@@ -226,15 +199,11 @@ def interpolate_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], we
     mix than its own rounding."""
     shares = Shares.of(weight)
     check_same_names(a, b, names)
-    out, done = {}, {"interpolated": {}, "kept": {}}
+    out, done = {}, {"interpolated": {}}
     by_part = {p: 0 for p in shares.parts}
     for key, x in a.items():
-        y = b.get(key)
+        y = b[key]  # check_same_names: the same names in both
         module = module_of(key)
-        if y is None:  # a module only `a` has weights in (check_same_names allows no other case)
-            out[key] = x
-            done["kept"][module] = done["kept"].get(module, 0) + 1
-            continue
         if x.shape != y.shape:
             raise ModelError(f"{key}: {tuple(x.shape)} in {names[0]}, {tuple(y.shape)} in {names[1]}: "
                              "the two are not one architecture")
@@ -313,18 +282,15 @@ def interpolate_folders(run: str, other: str | None, weight: float | Shares, out
                     whose="this interpolation's (the same models and shares)") as partial:
         model = load_model(run)
         start = load_model(other)
-        only = check_architecture(model, start, names=(run, other))
+        check_architecture(model, start, names=(run, other))
         record = {"model": run, "other": other, **shares.as_record(),
                   "fingerprints": {"model": fingerprint(model), "other": fingerprint(start)},
-                  "modules": {"model": [kind(m) for m in model], "other": [kind(m) for m in start]},
-                  "only_in_model": only}
+                  "modules": {"model": [kind(m) for m in model], "other": [kind(m) for m in start]}}
         record |= interpolate_model(model, start.state_dict(), shares, names=(run, other))
         record["fingerprints"]["result"] = fingerprint(model)
         model.save(str(partial), create_model_card=False)
         (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         (partial / "README.md").write_text(
             f"# {out.name}\n\n`{run}` and `{other}`, weight by weight (`boolcl interpolate`), the first's "
-            f"share {shares.describe()}; {RECORD} lists what was mixed"
-            + (f", and the modules only the first has, kept as it has them: "
-               f"{', '.join(f'{i} ({t})' for i, t in only.items())}" if only else "") + ".\n")
+            f"share {shares.describe()}; {RECORD} lists what was mixed.\n")
     return record

@@ -73,9 +73,6 @@ def _offline_hint(spec: str, err: Exception) -> ModelError:
         f"or use model={OFFLINE_DEFAULT} for the packaged all-MiniLM-L6-v2.")
 
 
-# Module types boolcl may import from modules.json without trust_remote_code: its own, installed
-# with boolcl, resolved by name (pooling sits beside retrieval in the layers, so not imported here).
-BOOLCL_MODULE_TYPES = frozenset({"boolcl.pooling.ScopePooling"})
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")
@@ -113,20 +110,19 @@ def _missing_module_files(folder: Path, sub: str, cls) -> list[str]:
     config_name = getattr(cls, "config_file_name", "config.json")
     missing = [rel(config_name)] if needs_config and not (root / config_name).is_file() else []
     code = getattr(getattr(cls, "load", None), "__code__", None)
-    loads_weights = code is not None and "load_torch_weights" in code.co_names  # Dense, ScopePooling, LayerNorm
+    loads_weights = code is not None and "load_torch_weights" in code.co_names  # Dense, LayerNorm
     if loads_weights and not any((root / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
         missing.append(rel("model.safetensors") + " (or pytorch_model.bin)")
     return missing
 
 
-def check_folder(folder: str | Path, *, trust_remote_code: bool = False) -> dict:
-    """Refuse a model folder that is incomplete or names foreign code; return boolcl's module classes in it.
+def check_folder(folder: str | Path, *, trust_remote_code: bool = False) -> None:
+    """Refuse a model folder that is incomplete or names foreign code.
 
     An interrupted save leaves a folder that sentence-transformers would still load (once with a
     5-token vocabulary), so every file the modules need is checked first and named when missing.
-    A module type outside sentence-transformers and boolcl is code the folder chooses: refused
-    unless the user trusts it. The returned {type: class} lets boolcl's own modules load without
-    trust_remote_code, so an `auto_map` in config.json is never honoured behind the user's back."""
+    A module type outside sentence-transformers is code the folder chooses: refused unless the
+    user trusts it, before anything it names is imported."""
     from sentence_transformers.util import import_from_string
 
     try:
@@ -145,29 +141,27 @@ def check_folder(folder: str | Path, *, trust_remote_code: bool = False) -> dict
         missing = _missing_transformer_files(folder, "", saved_by_st=False)  # a plain transformers folder
         if missing:
             raise ModelError(f"{folder}: incomplete model folder: missing {', '.join(missing)}")
-        return {}
+        return
     try:
         entries = json.loads(modules_json.read_text(encoding="utf-8"))
         entries = [(str(e["name"]), str(e.get("path", "")), str(e["type"])) for e in entries]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ModelError(f"{modules_json}: not a list of modules with name, path and type "
                          f"({type(err).__name__}: {err})") from None
-    classes, missing = {}, []
+    missing = []
     for name, sub, class_ref in entries:
         if Path(sub).is_absolute() or ".." in Path(sub).parts:
             raise ModelError(f"{modules_json}: module {name} has path {sub!r}, outside the model folder")
-        if not class_ref.startswith("sentence_transformers.") and class_ref not in BOOLCL_MODULE_TYPES:
+        if not class_ref.startswith("sentence_transformers."):
             if not trust_remote_code:
-                raise ModelError(f"{modules_json}: module {name} has type {class_ref!r}, which is neither "
-                                 f"sentence-transformers' nor boolcl's; {TRUST_HINT}")
+                raise ModelError(f"{modules_json}: module {name} has type {class_ref!r}, which is not one of "
+                                 f"sentence-transformers' modules; {TRUST_HINT}")
             continue  # the user's code: its files are its own business
         try:
             cls = import_from_string(class_ref)
         except (ImportError, AttributeError, ValueError) as err:
             raise ModelError(f"{modules_json}: module {name} has type {class_ref!r}, which this installation "
                              f"does not have ({type(err).__name__}: {err})") from None
-        if class_ref in BOOLCL_MODULE_TYPES:
-            classes[class_ref] = cls
         if isinstance(cls, type) and issubclass(cls, Transformer):
             missing += _missing_transformer_files(folder, sub, saved_by_st=True)
         elif isinstance(cls, type):
@@ -177,7 +171,6 @@ def check_folder(folder: str | Path, *, trust_remote_code: bool = False) -> dict
     if missing:
         raise ModelError(f"{folder}: incomplete model folder: missing {', '.join(missing)} "
                          f"(a save that did not finish?); save the model again")
-    return classes
 
 
 def _trust_error(spec: str, err: Exception) -> ModelError | None:
@@ -199,17 +192,12 @@ def load_model(spec: str, *, device: str | None = None, similarity: str | None =
     from sentence_transformers import SentenceTransformer
 
     resolved = resolve(spec)
-    classes = check_folder(resolved.path, trust_remote_code=trust_remote_code) if resolved.origin != "hub" else {}
-    kwargs = {"device": device, "local_files_only": resolved.origin != "hub" or hub_offline(),
-              "trust_remote_code": bool(trust_remote_code)}
+    if resolved.origin != "hub":
+        check_folder(resolved.path, trust_remote_code=trust_remote_code)
     try:
-        if classes and hasattr(SentenceTransformer, "_load_with_module_classes"):
-            # sentence-transformers 6 resolves these types to the given (installed) classes instead of
-            # asking for trust_remote_code, which would also let config.json's auto_map run; its trainer
-            # reloads its own checkpoints the same way.
-            model = SentenceTransformer._load_with_module_classes(resolved.path, classes, **kwargs)
-        else:  # no boolcl module (or sentence-transformers 5, which imports an installed class from a folder itself)
-            model = SentenceTransformer(resolved.path, **kwargs)
+        model = SentenceTransformer(resolved.path, device=device,
+                                    local_files_only=resolved.origin != "hub" or hub_offline(),
+                                    trust_remote_code=bool(trust_remote_code))
     except Exception as err:  # network, missing files, auth: the hub raises many kinds
         if (trusted := _trust_error(spec, err)) is not None:
             raise trusted from None

@@ -1,9 +1,9 @@
 """`eval.backend=onnx`: the model's transformer run by ONNX Runtime on the CPU, the rest left in torch.
 
 Only the transformer (token ids -> token embeddings) is exported; every module after it (mean
-pooling, Normalize, boolcl's scope head) stays the torch module it was, so a scope-pooled
-checkpoint still pools with its head. The SentenceTransformer keeps its tokenizer and modules;
-only the transformer's inner model is replaced by `OnnxEncoder`, which `encode` calls as before.
+pooling, Normalize, a Dense layer) stays the torch module it was. The SentenceTransformer keeps its
+tokenizer and modules; only the transformer's inner model is replaced by `OnnxEncoder`, which
+`encode` calls as before.
 
 sentence-transformers' own `backend="onnx"` goes through optimum-onnx, whose releases pin
 transformers below 5 while sentence-transformers 6 needs 5 or newer; so the export here is
@@ -231,8 +231,8 @@ class OnnxEncoder(torch.nn.Module):
 def use_onnx(model, quantize: str = "none", *, root: Path | None = None):
     """Run `model`'s transformer with onnxruntime from now on (in place; returns the model).
 
-    The model moves to the CPU; its modules after the transformer (pooling, Normalize, the scope
-    head) keep running in torch. `fingerprint(model)` stays what it was (the same weights), and the
+    The model moves to the CPU; its modules after the transformer (pooling, Normalize, a Dense
+    layer) keep running in torch. `fingerprint(model)` stays what it was (the same weights), and the
     embedding identity gains `backend`, so cached embeddings of the two backends never mix."""
     if getattr(model, "boolcl_backend", None):
         return model

@@ -1,19 +1,18 @@
 """From training items to tensors: what each item contributes in an epoch, and the `Batch`.
 
 `ItemDataset` picks, per epoch, the positive and negatives an item uses; `Collator` tokenises
-a list of those picks into one `Batch`, the only thing the loop and the objective read.
+a list of those picks into one `Batch`, the only thing the loop and the objective's terms
+read, with what each term adds to it (train/terms/base.py).
 """
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 
-from boolcl.errors import ConfigError
 from boolcl.train.mixing import Item
-from boolcl.train.scope import row_spans, token_labels
 
 PLACEHOLDER = -2  # passage key of a filler negative; -1 pads positive_keys
 
@@ -48,7 +47,7 @@ class ItemDataset(torch.utils.data.Dataset):
             negs = (_rotate(slots[:k], self.epoch * explicit) + _rotate(slots[k:], self.epoch * (n - explicit)))[:n]
         return {"query": it.query, "positive": it.positives[p], "positive_id": it.positive_ids[p],
                 "positive_ids": it.positive_ids, "negatives": negs, "n_explicit": explicit,
-                "question_type": it.question_type, "partner": it.partner, "retain": it.retain,
+                "question_type": it.question_type, "retain": it.retain,
                 "target": it.target,
                 "positive_score": it.positive_scores[p] if it.positive_scores else None}
 
@@ -61,13 +60,19 @@ def _rotate(xs: list, shift: int) -> list:
 
 
 @dataclass
+class Core:
+    """The batch as the collator builds it before any term: what the terms collate from."""
+    picks: list[dict]  # ItemDataset's picks, one per query
+    positive_keys: torch.Tensor  # (B, width) passage keys of each query's labelled positives, -1 padded
+    n_negatives: int
+
+
+@dataclass
 class Batch:
     """One process's micro-batch. B queries, each with n negatives:
 
-    query rows:    the B queries, then the plain questions of the pairs (one forward for all of them)
+    query rows:    the B queries, then each term's extra rows (`rows_of`), one forward for all
     passage rows:  the B positives, then query i's n negatives at B + i*n .. B + i*n + n-1
-
-    The optional fields are None when the recipe does not use them.
     """
 
     query_features: dict[str, torch.Tensor]  # tokenised query rows
@@ -76,15 +81,12 @@ class Batch:
     n_tokens: int  # real (unpadded) tokens, queries and passages: throughput, counted on the CPU
     passage_keys: torch.Tensor  # (P,) passage_key of each passage row, PLACEHOLDER for a filler
     positive_keys: torch.Tensor  # (B, width) keys of each query's labelled positives, padded with -1
-    excluded: torch.Tensor  # (B, n) bool: labelled negatives of the exclusion operators' items
-    retained: torch.Tensor  # (B,) bool: queries the retention term scores (Item.retain)
     teacher_margins: torch.Tensor | None = None  # (B, n) teacher score(positive) - score(negative)
-    pair_rows: torch.Tensor | None = None  # (K,) the items that have a plain question
-    pair_targets: torch.Tensor | None = None  # (K,) passage row of each plain question's target
-    pair_positive_keys: torch.Tensor | None = None  # (K, width + 1) the plain questions' positives
-    scope_labels: torch.Tensor | None = None  # (query rows, tokens) token classes for the scope head
-    distill_rows: torch.Tensor | None = None  # (D,) query rows with a decomposition target
-    distill_targets: torch.Tensor | None = None  # (D, dim) their targets
+    extra: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # each term's tensors, by its name
+    rows: dict[str, tuple[int, int]] = field(default_factory=dict)  # each term's extra query rows [start, stop)
+
+    def rows_of(self, name: str) -> slice:
+        return slice(*self.rows[name])
 
     def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
         def each(value):
@@ -112,39 +114,26 @@ class Collator:
     `n_negatives` passages (short lists are topped up by repeating; an item without any
     gets empty placeholders the loss ignores), so batches have a fixed shape. Passage ids
     travel as integer keys (`passage_keys`, `positive_keys`), from which the loss masks
-    false negatives, also across processes.
-
-    With `pairs=True`, each NOT item's plain question is appended after the B queries with
-    the item's first labelled negative, the excluded passage, as its target.
-
-    With `scope=True`, `scope_labels` holds every query row's token classes for the scope
-    head (scope.py): NOT questions from the rules' span, all other rows ORDINARY.
-
-    With `decomposition=True`, `distill_rows` are the rows with a target.
+    false negatives, also across processes. Each of `terms` adds its query rows after the
+    batch's own and files its tensors under its name (train/terms/base.py).
     """
 
     def __init__(self, tokenizer, max_length: int, n_negatives: int,
-                 query_prompt: str | None = None, passage_prompt: str | None = None, pairs: bool = False,
-                 exclusion_operators: Sequence[str] = ("not",), decomposition: bool = False, scope: bool = False):
+                 query_prompt: str | None = None, passage_prompt: str | None = None, terms: Sequence = ()):
         self.tokenizer, self.max_length, self.n_negatives = tokenizer, max_length, n_negatives
         self.query_prompt, self.passage_prompt = query_prompt or "", passage_prompt or ""
-        self.pairs, self.exclusion_operators = pairs, set(exclusion_operators)
-        self.decomposition, self.scope = decomposition, scope
-        if scope and not getattr(tokenizer, "is_fast", False):
-            raise ConfigError("train.scope needs a fast tokenizer (token offsets); this model's is not")
+        self.terms = list(terms)
 
-    def _tokenize(self, texts: list[str], offsets: bool = False) -> dict:
+    def _tokenize(self, texts: list[str]) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                                   return_tensors="pt", return_offsets_mapping=offsets))
+                                   return_tensors="pt"))
 
     def __call__(self, batch: list[dict]) -> Batch:
         b_n, n = len(batch), self.n_negatives
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
         margins = []  # teacher's score(positive) - score(negative), when the data has scores
-        labelled = torch.zeros((b_n, n), dtype=torch.bool)  # slot j of item i holds a labelled negative
-        for i, b in enumerate(batch):
+        for b in batch:
             negs = b["negatives"] or []
-            labelled[i, : min(b.get("n_explicit", 0), n)] = True
             for j in range(n):
                 # no negative at all: an empty placeholder that the loss leaves out of every softmax
                 neg = negs[j % len(negs)] if negs else (None, "", None)
@@ -156,42 +145,20 @@ class Collator:
         positive_keys = torch.full((b_n, width), -1, dtype=torch.long)
         for i, b in enumerate(batch):
             positive_keys[i, : len(b["positive_ids"])] = torch.tensor([passage_key(x) for x in b["positive_ids"]])
-        pair_rows = [i for i, b in enumerate(batch)
-                     if b.get("partner") and n and labelled[i, 0]] if self.pairs else []
-        texts = [b["query"] for b in batch] + [batch[i]["partner"] for i in pair_rows]
-        queries = self._tokenize([self.query_prompt + x for x in texts], offsets=self.scope)
-        scope_labels = None
-        if self.scope:
-            spans = (row_spans([b["query"] for b in batch], [b.get("question_type") == "not" for b in batch])
-                     + [None] * len(pair_rows))
-            scope_labels = token_labels(spans, queries.pop("offset_mapping"), queries["attention_mask"],
-                                        len(self.query_prompt))
+        core = Core(batch, positive_keys, n)
+        texts, extra, rows = [b["query"] for b in batch], {}, {}
+        for term in self.terms:
+            added = term.collate(core)
+            rows[term.name] = (len(texts), len(texts) + len(added.queries))
+            texts += added.queries
+            extra[term.name] = added.tensors
+        queries = self._tokenize([self.query_prompt + x for x in texts])
         passages = self._tokenize([self.passage_prompt + p for p in passages])
-        pairs = {}
-        if self.pairs:
-            # the plain question's positives: the NOT question's positives and the excluded passage
-            keys = torch.full((len(pair_rows), width + 1), -1, dtype=torch.long)
-            for k, i in enumerate(pair_rows):
-                keys[k, :width] = positive_keys[i]
-                keys[k, width] = passage_key(batch[i]["negatives"][0][0])
-            pairs = {"pair_rows": torch.tensor(pair_rows, dtype=torch.long),
-                     "pair_targets": torch.tensor([b_n + i * n for i in pair_rows], dtype=torch.long),
-                     "pair_positive_keys": keys}
-        distill = {}
-        if self.decomposition:
-            rows = [i for i, b in enumerate(batch) if b.get("target") is not None]
-            targets = [batch[i]["target"] for i in rows]
-            distill = {"distill_rows": torch.tensor(rows, dtype=torch.long),
-                       "distill_targets": torch.stack(targets) if targets else torch.zeros((0, 0))}
         return Batch(
             query_features=queries, passage_features=passages, n_queries=b_n,
             n_tokens=int(queries["attention_mask"].sum() + passages["attention_mask"].sum()),
             passage_keys=torch.tensor([PLACEHOLDER if x is None else passage_key(x) for x in ids], dtype=torch.long),
             positive_keys=positive_keys,
-            # the exclusion margin's negatives: labelled ones of items of the chosen operators
-            excluded=labelled & torch.tensor([b.get("question_type") in self.exclusion_operators for b in batch],
-                                             dtype=torch.bool)[:, None],
-            retained=torch.tensor([bool(b.get("retain")) for b in batch], dtype=torch.bool),
             teacher_margins=(torch.tensor(margins, dtype=torch.float).view(b_n, n)
                              if margins and None not in margins else None),
-            scope_labels=scope_labels, **pairs, **distill)
+            extra=extra, rows=rows)

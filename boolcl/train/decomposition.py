@@ -98,14 +98,15 @@ def teacher_targets(embed, questions: Sequence[str], parts: Sequence[tuple[str, 
     return anchor * q + keep - drop * dropped
 
 
-def attach_targets(embed, plan: Plan, items, d, *, normalize: bool, prompt: str | None = None) -> dict:
-    """Give every NOT item that splits its target (config `train.decomposition`). Returns how
-    many split by the rules, by their provenance, and how many did not split."""
+def attach_targets(embed, plan: Plan, items, *, drop: float, anchor: float, normalize: bool,
+                   prompt: str | None = None) -> dict:
+    """Give every NOT item that splits its target (`teacher_targets`). Returns how many split
+    by the rules, by their provenance, and how many did not split."""
     counts = {"provenance": 0, "rules": 0, "unsplit": sum(it.question_type == "not" and it.not_parts is None
                                                           for it in items)}
     if not plan.questions:
         return counts
-    targets = teacher_targets(embed, plan.questions, plan.parts, drop=float(d.drop), anchor=float(d.anchor),
+    targets = teacher_targets(embed, plan.questions, plan.parts, drop=drop, anchor=anchor,
                               normalize=normalize, prompt=prompt)
     for it, v in zip(plan.chosen, targets):
         it.target = v

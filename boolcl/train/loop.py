@@ -6,8 +6,7 @@ on one CPU, one GPU or N GPUs (`accelerate launch`), and a run that was killed r
 its last checkpoint to the same weights it would have reached.
 
 Anything that draws random numbers is called in a fixed order (model and LoRA
-initialisation, then data, then the scope head's warm-up): changing that order changes the
-weights a run ends with.
+initialisation, then data): changing that order changes the weights a run ends with.
 """
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from boolcl import pooling
-from boolcl.config import soup_on, to_yaml
+from boolcl.config import to_yaml
+from boolcl.config.validate import check_grad_cache
 from boolcl.distributed import cpu_only_distributed
 from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import atomic_write_text, check_writable
@@ -35,15 +34,13 @@ from boolcl.retrieval import cache, packing
 from boolcl.retrieval.identity import embedding_identity, encoder_state
 from boolcl.retrieval.models import load_model, set_encoder
 from boolcl.retrieval.prompts import prompts_for
-from boolcl.train import checkpoint, decomposition, scope, scope_cache
+from boolcl.train import checkpoint, grad_cache, terms
 from boolcl.train.collate import Batch, Collator, ItemDataset
 from boolcl.train.mixing import Item, build_mix
-from boolcl.train.negation import QUESTION_TYPE as STATEMENT
-from boolcl.train.negation import within_length, without_statements, written_pairs
 from boolcl.train.objective import Objective
 from boolcl.train.periodic_eval import PeriodicEval
-from boolcl.train.sampling import EpochShuffle, spread_parts
-from boolcl.train.start_table import StartTable, StartView, retention_rows
+from boolcl.train.sampling import EpochShuffle
+from boolcl.train.start_table import StartTable, StartView
 
 # ---------------------------------------------------------------- set-up
 
@@ -71,28 +68,24 @@ def per_device_batch(cfg: DictConfig, processes: int) -> int:
     if t.batch_size < per_step or t.batch_size % per_step:
         raise ConfigError(f"train.batch_size={t.batch_size} must be a multiple of processes x grad_accum "
                           f"= {processes} x {t.grad_accum}; it is the global batch per optimiser step")
+    check_grad_cache(t, processes)  # compose() checked it as for one process
     return t.batch_size // per_step
 
 
 def build_model(cfg: DictConfig):
-    """The starting model with what the recipe adds: scope pooling, gradient checkpointing, LoRA;
-    and the start (None without retention or decomposition): a view of the model's modules as
-    they were before any of them, which pools as the start did (start_table.StartView)."""
+    """The starting model with what the recipe adds: padding-free forwards, gradient checkpointing,
+    LoRA; and the start (None unless a term reads it): a view of the model's modules, which
+    embeds as the start did until the first step (start_table.StartView)."""
     t = cfg.train
     model = load_model(cfg.model, similarity=cfg.similarity, trust_remote_code=cfg.model_trust_remote_code)
     model.boolcl_own_length = model.max_seq_length  # what the checkpoint is saved with (checkpoint.published_length)
     model.max_seq_length = t.max_length
     start = None
-    if t.retention.weight or t.decomposition.weight:  # no scope head to run; its identity keys the cached table
+    if terms.reads_start(t):  # its identity keys the cached table
         identity = None
         if t.cache_start_table:  # the table is keyed by token ids: the tokenizer needs no description
             identity = embedding_identity(model, prompt=None, state=encoder_state(model, with_tokenizer=False))
         start = StartView(model, identity)
-    if t.scope.weight:  # before anything else sees the model: it starts as the same mean pooling
-        try:
-            pooling.install(model, t.scope.drop, t.scope.hidden, t.scope.mode, t.scope.shift)
-        except ValueError as err:
-            raise ConfigError(f"{cfg.model}: {err}") from None
     encoder = model[0].auto_model
     if getattr(encoder, "pooler", None) is not None:  # BERT's pooler: computed, never used by SentenceTransformer
         encoder.pooler.requires_grad_(False)  # (DDP would wait forever for its gradients)
@@ -115,64 +108,39 @@ class Data:
     mix: dict  # where the items came from, for data_manifest.json
     dataset: ItemDataset
     loader: torch.utils.data.DataLoader
-    practice: scope.ScopeSentences | None  # the scope head's practice sentences for its warm-up
-    start_table: StartTable | None  # the starting model's embeddings for retention and decomposition
+    terms: list[terms.Term]  # the objective's terms, with what they read of the start
 
 
 def build_data(cfg: DictConfig, model, local_batch: int, query_prompt: str | None, passage_prompt: str | None,
                start: StartView | None = None, accelerator=None) -> Data:
-    """The training items, the starting model's table of what the NOT-aware terms compare with
-    (from `start`, encoded as `accelerator` runs: its device and precision), and a loader of
-    `Batch`es in an order fixed by (seed, epoch)."""
+    """The training items, the objective's terms (train/terms/) with the starting model's
+    embeddings of what they compare with (from `start`, encoded as `accelerator` runs: its
+    device and precision), and a loader of `Batch`es in an order fixed by (seed, epoch)."""
     t = cfg.train
     items, mix = build_mix(cfg)
-    if t.negation.pairs:  # minimal pairs in NevIR's layout
-        read, source = written_pairs(t.negation.source, t.negation.pairs, cfg.seed, t.negation.split)
-        extra = within_length(read, model.tokenizer, t.max_length)
-        mix["negation"] = {"pairs": len(extra) // 2, "asked": t.negation.pairs, "source": source,
-                           "cut_off": (len(read) - len(extra)) // 2}
-        items = items + extra
-        if not extra:  # asked for, none left: say so, not train without
-            cut = mix["negation"]["cut_off"]
-            raise ConfigError(f"train.negation.pairs={t.negation.pairs}: no minimal pair is left to train on"
-                              + (f" ({cut} read from {source}, all with passages that differ only past "
-                                 f"train.max_length={t.max_length})" if cut else f" ({source} holds none)"))
+    objective_terms = terms.build(t, model.similarity_fn_name or "cosine")
     collate = Collator(model.tokenizer, t.max_length, t.hard_negatives, query_prompt, passage_prompt,
-                       pairs=t.pairs.weight > 0, exclusion_operators=t.exclusion.operators,
-                       decomposition=t.decomposition.weight > 0, scope=t.scope.weight > 0)
-    plan = decomposition.Plan.of(items) if t.decomposition.weight else None
-    if plan is not None and start is None:
-        raise ValueError("build_data: train.decomposition needs `start` (build_model's second value) for its targets")
-    table = None
-    if start is not None:  # one pass of the frozen start over every text retention and decomposition read
-        rows = (retention_rows(items, collate) if t.retention.weight else []) + (plan.rows(query_prompt) if plan else [])
+                       terms=objective_terms)
+    rows = [row for term in objective_terms for row in term.start_rows(items, collate)]
+    if any(term.reads_start for term in objective_terms):  # one pass of the frozen start over all they read
+        if start is None:
+            raise ValueError("build_data: these terms read the starting model: pass `start` (build_model's second value)")
         autocast, device = (accelerator.autocast, accelerator.device) if accelerator else (nullcontext, model.device)
         precision = str(accelerator.mixed_precision) if accelerator else "no"
         table = StartTable(start, rows, collate, autocast, device, **start_table_cache(cfg, start, device, precision))
         if table.cache is not None:
             mix["start_table"] = table.cache
-    if plan is not None:  # targets from the starting model, before any step (and on resume too)
-        mix["decomposition"] = decomposition.attach_targets(
-            table.embed, plan, items, t.decomposition, normalize=(model.similarity_fn_name or "cosine") == "cosine",
-            prompt=query_prompt)
-    practice = None  # the head's practice sentences, for its warm-up
-    if t.scope.weight and t.scope.warmup and t.scope.warmup_practice:
-        practice = scope.ScopeSentences(without_statements(items), t.scope.templates, cfg.seed,
-                                        contrast=t.scope.contrast)
+        for term in objective_terms:  # decomposition's targets: from the start, before any step (and on resume)
+            mix |= term.attach(table, items)
     dataset = ItemDataset(items, t.hard_negatives)
     lengths = [len(it.query) + max(len(p) for p in it.positives) for it in items] if t.group_by_length else None
     groups = [it.group for it in items] if t.group_by_cluster else None
-    parts = None
-    if t.negation.spread and t.negation.pairs:  # each pair in one epoch: its two items in the same part
-        statements = [i for i, it in enumerate(items) if it.question_type == STATEMENT]
-        parts = spread_parts(list(zip(statements[::2], statements[1::2])), t.epochs, cfg.seed)
-        mix["negation"]["per_epoch"] = len(parts[0]) // 2
-    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups, parts)
+    sampler = EpochShuffle(len(dataset), cfg.seed, lengths, local_batch, groups)
     loader = torch.utils.data.DataLoader(dataset, batch_size=local_batch, sampler=sampler, drop_last=True,
                                          collate_fn=collate, num_workers=t.num_workers,
                                          persistent_workers=t.num_workers > 0, pin_memory=torch.cuda.is_available(),
                                          generator=torch.Generator().manual_seed(cfg.seed))
-    return Data(items, mix, dataset, loader, practice, table)
+    return Data(items, mix, dataset, loader, objective_terms)
 
 
 def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, precision: str) -> dict:
@@ -183,24 +151,6 @@ def start_table_cache(cfg: DictConfig, start: StartView, device: torch.device, p
     return {"cache_dir": cache.folder(cfg.eval.cache_dir),
             "identity": start.identity,
             "settings": {"precision": precision, "device": torch.device(device).type, "packed": bool(cfg.train.packed)}}
-
-
-def warm_up_scope(cfg: DictConfig, model, data: Data, query_prompt: str | None) -> dict:
-    """Fit the scope head alone before the first step, as the recipe's train.scope says
-    (scope.py), or load the head an earlier run fitted from the same everything (scope_cache.py)."""
-    s, head = cfg.train.scope, pooling.scope_pooling(model)
-    drawn = scope.warm_up_rows(model, without_statements(data.items), data.practice, seed=cfg.seed,
-                               prompt=query_prompt, rows=s.warmup_rows)
-    settings = {"steps": s.warmup, "lr": s.lr, "until": s.warmup_until, "hide_markers": s.hide_markers}
-
-    def fit() -> dict:
-        return scope.fit_head(model, head, drawn, **settings)
-
-    if not s.warmup_cache:
-        return fit()
-    folder = cache.folder(cfg.eval.cache_dir) / scope_cache.warmup_key(
-        model, drawn, settings | {"device": model.device.type})
-    return scope_cache.fitted(head, folder, fit, write=PartialState().is_main_process)
 
 
 @dataclass
@@ -220,16 +170,11 @@ def plan_steps(cfg: DictConfig, n_items: int, local_batch: int, processes: int) 
 
 
 def build_optimizer(cfg: DictConfig, model, total_steps: int, device: torch.device):
-    """AdamW with linear warm-up and decay; the scope head, which starts from zero, gets its own
-    larger learning rate. The parameter order is fixed: the optimiser state is restored by position."""
+    """AdamW with linear warm-up and decay. The parameter order is fixed: the optimiser state is
+    restored by position."""
     t = cfg.train
-    head = pooling.scope_pooling(model)
-    head_params = list(head.parameters()) if head is not None and t.scope.weight else []
-    in_head = {id(p) for p in head_params}
-    groups = [{"params": [p for p in model.parameters() if p.requires_grad and id(p) not in in_head]}]
-    if head_params:
-        groups.append({"params": head_params, "lr": t.scope.lr, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(t.warmup_ratio * total_steps), total_steps)
     return optimizer, scheduler
 
@@ -248,18 +193,6 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
         d = mix["decomposition"]
         print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
               f"provenance, {d['unsplit']} unsplit (no target)", flush=True)
-    if "negation" in mix:
-        n = mix["negation"]
-        print(f"negated statements: {n['pairs']} minimal pairs from {n['source']} ({n['asked']} asked, "
-              f"{n['cut_off']} left out: their passages differ only past train.max_length)"
-              + (f"; {n['per_epoch']} of them in each epoch (train.negation.spread)" if "per_epoch" in n else ""),
-              flush=True)
-    if "scope_warmup" in mix:
-        w = mix["scope_warmup"]
-        print(f"scope head fitted alone first: {w['steps']} steps on {w['rows']} questions, token accuracy "
-              f"{w['token_accuracy']:.3f}, recall of the excluded tokens {w['recall_excluded'] or 0:.3f}"
-              + (f" (read from the cache, {w['cache']['folder']})" if w.get("cache", {}).get("read") else ""),
-              flush=True)
 
 
 # ---------------------------------------------------------------- the loop's parts
@@ -286,11 +219,16 @@ def non_finite_loss(loss: torch.Tensor, step: int, epoch: int, micro: int, run_d
 
 
 def out_of_memory(t, step: int, n_queries: int) -> TrainingError:
+    """What to change and what each change costs: train.grad_accum keeps the queries per optimiser
+    step but not the objective; gradient caching keeps both, for one more forward pass."""
+    cache = (f"lower train.grad_cache_chunk={t.grad_cache_chunk} (rows encoded at a time)" if t.grad_cache_chunk
+             else "set train.grad_cache_chunk=N (encode N rows at a time, keep every negative: one more forward pass)")
     return TrainingError(
         f"out of memory at step {step} with {n_queries} queries x {1 + t.hard_negatives} passages per "
-        f"device of length <= {t.max_length}: lower train.batch_size or train.hard_negatives, raise "
-        f"train.grad_accum (same global batch), set train.gradient_checkpointing=true, or lower "
-        f"train.max_length")
+        f"device of length <= {t.max_length}: {cache}, set train.gradient_checkpointing=true, lower "
+        f"train.max_length, or lower train.batch_size or train.hard_negatives. Raising train.grad_accum keeps "
+        f"the queries per optimiser step but not the objective: with InfoNCE each micro-batch's queries then "
+        f"see only that micro-batch's negatives")
 
 
 def position_after(step: int, epoch: int, micro: int, plan: Plan) -> dict:
@@ -332,9 +270,6 @@ class Meter:
 
 def train(cfg: DictConfig) -> Path:
     t = cfg.train
-    if soup_on(t):  # two runs and a mix: boolcl.train.run.train (what boolcl train calls) makes those
-        raise ValueError("loop.train trains one run, and this config asks for train.negation.soup's two: "
-                         "call boolcl.train.run.train, or set train.negation.soup.weight=0")
     state = PartialState(cpu=cpu_only_distributed())
     run_dir = agree_on_run_dir(state, cfg)
     resume_from = checkpoint.find_resume(t.resume, run_dir)
@@ -347,7 +282,7 @@ def train(cfg: DictConfig) -> Path:
     local_batch = per_device_batch(cfg, accelerator.num_processes)
     scorer = PeriodicEval(cfg, accelerator, run_dir, resume_from)  # train.eval_every: its sets are read here
     model, start = build_model(cfg)
-    model.to(accelerator.device)  # the set-up's encoding (start table, warm-up) runs where training will
+    model.to(accelerator.device)  # the set-up's encoding (the start table) runs where training will
     check_writable(run_dir, checkpoint.checkpoint_bytes(model) if t.save_every else
                    checkpoint.model_bytes(model) + checkpoint.CARD_SLACK, what="run folder (out=)")
     query_prompt, passage_prompt = prompts_for(model, cfg.eval.query_prompt, cfg.eval.passage_prompt)
@@ -356,10 +291,7 @@ def train(cfg: DictConfig) -> Path:
     plan = plan_steps(cfg, len(data.loader.sampler), local_batch, accelerator.num_processes)  # items per epoch
     optimizer, scheduler = build_optimizer(cfg, model, plan.total_steps, accelerator.device)
     # InfoNCE or MarginMSE, plus the NOT-aware terms the recipe switches on (objective.py)
-    objective = Objective(t, model.similarity_fn_name or "cosine", data.start_table, autocast=accelerator.autocast,
-                          scope_head=pooling.scope_pooling(model))
-    if t.scope.weight and t.scope.warmup and resume_from is None:
-        data.mix["scope_warmup"] = warm_up_scope(cfg, model, data, query_prompt)
+    objective = Objective(data.terms)
     model, optimizer, data.loader = accelerator.prepare(model, optimizer, data.loader)
     # The scheduler counts optimiser steps of the global batch, so it stays out of prepare()
     # (Accelerate would step it once per process); checkpoint.py saves it with the state, as JSON.
@@ -389,13 +321,18 @@ def train(cfg: DictConfig) -> Path:
             torch.manual_seed(dropout_seed(cfg.seed, epoch, micro, accelerator.process_index))
             with accelerator.accumulate(model):
                 try:
-                    q = forward(batch.query_features)
-                    p = forward(batch.passage_features)
-                    loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch,
-                                            (q.get("scope_logits"), p.get("scope_logits")), q.get("token_embeddings"))
-                    if not torch.isfinite(loss):
-                        raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
-                    accelerator.backward(loss)
+                    if t.grad_cache_chunk:  # the whole batch's objective, encoded a chunk at a time
+                        loss, parts = grad_cache.step(model, forward, accelerator, objective, batch,
+                                                      t.grad_cache_chunk)
+                        if not torch.isfinite(loss):  # (then nothing was backpropagated)
+                            raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
+                    else:
+                        q = forward(batch.query_features)
+                        p = forward(batch.passage_features)
+                        loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch)
+                        if not torch.isfinite(loss):
+                            raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
+                        accelerator.backward(loss)
                 except torch.OutOfMemoryError:
                     raise out_of_memory(t, step + 1, batch.n_queries) from None
                 grad_norm = None
@@ -425,5 +362,5 @@ def train(cfg: DictConfig) -> Path:
 
     checkpoint.save_final(accelerator, model, run_dir)
     for tracker in accelerator.trackers:  # end_training() would also end the process group, which
-        tracker.finish()  # outlives one run (train.negation.soup trains two); train.py ends it
+        tracker.finish()  # outlives the run; train.py ends it
     return run_dir

@@ -19,7 +19,7 @@ from boolcl.data.loaders import load_training_pool
 from boolcl.data.schema import Context, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
-from boolcl.train.decomposition import not_parts, partner_question
+from boolcl.train.decomposition import not_parts
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -35,7 +35,6 @@ class Item:
     positive_scores: list[float | None] | None = None  # teacher scores, for MarginMSE
     negative_scores: list[float | None] | None = None
     n_explicit: int = 0  # the first n_explicit negatives are labelled (negative_ctxs), the rest mined
-    partner: str | None = None  # NOT: the question without its exclusion (provenance)
     retain: bool = False  # retention scores this query: the original data's, and train.retention.operators' Boolean ones
     group: str | None = None  # the passage group (cluster) the question was written over
     not_parts: tuple[str, str, str] | None = None  # NOT: (kept question, dropped part, source)
@@ -74,7 +73,7 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
                           _texts(ex.positive_ctxs, lookup, where),
                           [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
                           [c.score for c in ex.positive_ctxs], [c.score for c in negs],
-                          n_explicit=sum(c.passage_id in labelled for c in negs), partner=partner_question(ex),
+                          n_explicit=sum(c.passage_id in labelled for c in negs),
                           group=passage_group(ex), not_parts=not_parts(ex)))
     return items
 

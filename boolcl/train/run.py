@@ -1,5 +1,4 @@
-"""What `boolcl train` and train.py run: the training loop (loop.py), or, with
-`train.negation.soup`, two runs of it and their mix (soup.py).
+"""What `boolcl train` and train.py run: the training loop (loop.py), in a run folder that is its own.
 
 An `out=` that holds anything is trained into only when it is this run's own (checkpoint.own_run:
 the same settings in its config.yaml, or the checkpoint train.resume continues) or with
@@ -12,10 +11,9 @@ from pathlib import Path
 from accelerate import PartialState
 from omegaconf import DictConfig
 
-from boolcl.config import soup_on
 from boolcl.distributed import cpu_only_distributed
 from boolcl.files import check_output_folder
-from boolcl.train import checkpoint, loop, soup
+from boolcl.train import checkpoint, loop
 
 
 def check_run_folder(cfg: DictConfig) -> None:
@@ -28,7 +26,5 @@ def check_run_folder(cfg: DictConfig) -> None:
 
 
 def train(cfg: DictConfig) -> Path:
-    if soup_on(cfg.train):
-        return soup.train_soup(cfg)  # checks its folder against both runs' settings
     check_run_folder(cfg)
     return loop.train(cfg)

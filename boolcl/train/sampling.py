@@ -5,7 +5,6 @@ the items in the order the uninterrupted run saw them, whatever else used the RN
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -36,51 +35,29 @@ def length_order(perm: list[int], lengths: Sequence[int], batch_size: int, g: to
     return [i for b in order for i in batches[b]] + ordered[full:]  # a partial batch stays last
 
 
-def spread_parts(units: Sequence[Sequence[int]], n_parts: int, seed: int) -> list[list[int]]:
-    """The items of `units` (e.g. a minimal pair's two items) split into `n_parts` parts of
-    ceil(units / n_parts) units each, drawn by the seed; a part that runs past the end wraps to
-    the start, so every part, and so every epoch, has the same length."""
-    if not units or n_parts < 1:
-        raise ValueError("spread_parts: needs at least one unit and one part")
-    order = torch.randperm(len(units), generator=torch.Generator().manual_seed(seed)).tolist()
-    size = math.ceil(len(units) / n_parts)
-    return [[i for j in range(size) for i in units[order[(p * size + j) % len(units)]]] for p in range(n_parts)]
-
-
 class EpochShuffle(torch.utils.data.Sampler):
     """A fresh permutation per epoch from (seed, epoch) alone: a resumed run sees the same order.
 
     With `lengths`, batches of similar length (`length_order`); with `groups` (one key or None
-    per item), questions over the same passages share a batch (`grouped_order`). With `parts`
-    (`spread_parts`), the items of the parts come in one epoch only: epoch e draws every other
-    item and part e (modulo the parts).
+    per item), questions over the same passages share a batch (`grouped_order`).
     """
 
     def __init__(self, n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1,
-                 groups: Sequence[str | None] | None = None, parts: Sequence[Sequence[int]] | None = None):
+                 groups: Sequence[str | None] | None = None):
         if lengths is not None and groups is not None:
             raise ValueError("group by length or by passage group, not both")
         self.n, self.seed, self.epoch = n, seed, 0
         self.lengths, self.batch_size, self.groups = lengths, batch_size, groups
-        self.parts = [list(p) for p in parts] if parts else None
-        if self.parts is not None:
-            if len({len(p) for p in self.parts}) != 1:
-                raise ValueError("EpochShuffle: the parts must have the same length, so every epoch does")
-            in_parts = {i for p in self.parts for i in p}
-            self.every_epoch = [i for i in range(n) if i not in in_parts]
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.n if self.parts is None else len(self.every_epoch) + len(self.parts[0])
+        return self.n
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        perm = torch.randperm(len(self), generator=g).tolist()
-        if self.parts is not None:
-            drawn = self.every_epoch + self.parts[self.epoch % len(self.parts)]
-            perm = [drawn[j] for j in perm]
+        perm = torch.randperm(self.n, generator=g).tolist()
         if self.groups is not None:
             return iter(grouped_order(perm, self.groups, g))
         if self.lengths is not None:

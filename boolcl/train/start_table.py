@@ -29,8 +29,8 @@ from boolcl.retrieval.cache import SHARD_SIZE, cache_key, encode_cached
 
 
 class StartView:
-    """The starting model without a copy: the student's own modules, in the order they had
-    before the scope head replaced the pooling, so the view pools as the starting model did.
+    """The starting model without a copy: the student's own modules, taken before the recipe
+    changes any of them.
 
     Until the first optimiser step the student's weights are the starting model's (LoRA's
     update starts at zero), and that is when `StartTable` reads the view, once; a copy held a

@@ -114,7 +114,7 @@ def _cell(text: str) -> str:
 
 
 def anchor(section: str) -> str:
-    """The heading id of a section: `train.scope` -> `train-scope`; the top level -> `top-level`."""
+    """The heading id of a section: `train.decomposition` -> `train-decomposition`; the top level -> `top-level`."""
     return section.replace(".", "-").replace("_", "-") if section else "top-level"
 
 

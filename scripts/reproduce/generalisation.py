@@ -6,11 +6,11 @@
 
 Variants are scripts/reproduce/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
 `base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
-of the recipe (all additions on), e.g. `--variant no-scope=train.scope.weight=0`; `--soup
+of the recipe (all additions on), e.g. `--variant lr3=train.lr=3e-4`; `--soup
 NAME=A+B@W` adds a row that trains nothing: per seed, W of variant A's model and 1 - W of B's,
 weight by weight (`boolcl interpolate`; B may be base, the starting model), and `--soup
 NAME=A+B@W,PART=W,...` gives parts of the model shares of their own (`boolcl interpolate
---part`: embeddings, head, layers:A-B), e.g. `lay=sp480+not_plus@0.4,embeddings=1,layers:0-2=1,head=0.6`. Each
+--part`: embeddings, head, layers:A-B), e.g. `lay=not_plus+base@0.4,embeddings=1,layers:0-2=1,head=0.6`. Each
 (variant, seed) is trained once into OUT/runs/<variant>-s<seed>/ and that checkpoint is
 evaluated on each data set:
 
@@ -90,7 +90,7 @@ def parse_soup(text: str, variants: dict) -> tuple[str, tuple[str, str, float | 
     weight, *parts = shares.split(",")
     a, plus, b = mix.partition("+")
     if not (sep and at and plus and name and a and b):
-        raise ValueError(f"--soup {text}: expected NAME=A+B@W, e.g. np-pairs=sp480+not_plus@0.5")
+        raise ValueError(f"--soup {text}: expected NAME=A+B@W, e.g. wise=not_plus+base@0.7")
     if name in variants or name in VARIANTS:
         raise ValueError(f"--soup {name}: that name is taken by a variant; pick another")
     for v in (a, b):
@@ -351,7 +351,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--out", default="results/generalisation")
-    ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
+    ap.add_argument("--variants", nargs="*", default=list(DEFAULT_VARIANTS),
                     help=f"variants of scripts/reproduce/ablation.py to train (known: {', '.join(VARIANTS)}); "
                          "base is always in")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=key=value,...",

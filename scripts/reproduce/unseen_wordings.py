@@ -3,11 +3,12 @@
     python scripts/reproduce/unseen_wordings.py OUT            # writes OUT/eval.jsonl and OUT/corpus.jsonl
     boolcl evaluate MODEL data=OUT eval.k=10
 
-Scope pooling's head learns where an exclusion lies from the decomposer's rules and the
-practice templates; this set asks how far that carries. Each NOT question of the sample's
-evaluation split is split by the rules into its kept question and its excluded part, and
-joined again through one of UNSEEN_WORDINGS (chosen by a fixed seed), none of which is in the
-rules' marker list or in `train.scope.templates`. Passages and labels are unchanged.
+The NOT-aware recipe trains on exclusions worded as the training questions and the
+decomposer's rules word them; this set asks how far what it learns carries to exclusion words
+it never saw. Each NOT question of the sample's evaluation split is split by the rules into its
+kept question and its excluded part, and joined again through one of UNSEEN_WORDINGS (chosen by
+a fixed seed), none of which is in the rules' marker list or the offline generator's.
+Passages and labels are unchanged.
 """
 from __future__ import annotations
 
