@@ -83,8 +83,10 @@ def test_train_writes_a_loadable_checkpoint(tiny_model_dir, pool, tmp_path, monk
             assert b"sk-should-never" not in f.read_bytes(), f
 
 
-def test_nan_loss_names_step_and_batch(tiny_model_dir, pool, tmp_path):
-    """A model whose weights hold a NaN (train.scale=nan is refused by the config checks)."""
+@pytest.mark.parametrize("extra", [[], ["train.grad_cache_chunk=1"]], ids=["plain", "grad-cache"])
+def test_nan_loss_names_step_and_batch(tiny_model_dir, pool, tmp_path, extra):
+    """A model whose weights hold a NaN (train.scale=nan is refused by the config checks); with
+    gradient caching the loss is checked before its cached gradients are backpropagated."""
     from sentence_transformers import SentenceTransformer
 
     broken = SentenceTransformer(str(tiny_model_dir), device="cpu")
@@ -92,7 +94,7 @@ def test_nan_loss_names_step_and_batch(tiny_model_dir, pool, tmp_path):
         next(p for p in broken.parameters() if p.dim() == 2).fill_(float("nan"))
     broken.save(str(tmp_path / "nan-model"))
     with pytest.raises(TrainingError, match=r"loss is nan at step 1 \(epoch 0, batch 0\)"):
-        train(tiny_cfg(tmp_path / "nan-model", pool, tmp_path / "run"))
+        train(tiny_cfg(tmp_path / "nan-model", pool, tmp_path / "run", *extra))
 
 
 def test_impossible_configs_fail_before_compute(tiny_model_dir, pool, tmp_path):
