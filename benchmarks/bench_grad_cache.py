@@ -1,6 +1,6 @@
 """Gradient caching (train.grad_cache_chunk): peak memory and examples/s against the global batch, with and without.
 
-    python benchmarks/bench_grad_cache.py                          # CPU: the packaged MiniLM, batches 16 32 64, chunk 8
+    python benchmarks/bench_grad_cache.py                          # CPU: the packaged MiniLM, batches 64 128 256, chunk 32
     python benchmarks/bench_grad_cache.py --model distilbert-random --batches 64 256 1024 4096 --chunk 64 \
         --max-length 256 --steps 5                                 # GPU: DistilBERT-base, bf16
     python benchmarks/bench_grad_cache.py --json results/bench_grad_cache.json
@@ -118,10 +118,10 @@ def show(r: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, nargs="+", default=None,
-                    help="global batch sizes (default: 16 32 64 on the CPU, 64 256 1024 4096 on CUDA)")
-    ap.add_argument("--chunk", type=int, default=None, help="train.grad_cache_chunk (default: 8 CPU, 64 CUDA); "
+                    help="global batch sizes (default: 64 128 256 on the CPU, 64 256 1024 4096 on CUDA)")
+    ap.add_argument("--chunk", type=int, default=None, help="train.grad_cache_chunk (default: 32 CPU, 64 CUDA); "
                     "a batch smaller than the chunk is cached in chunks of its size")
-    ap.add_argument("--steps", type=int, default=3, help="optimiser steps per configuration (at least 2)")
+    ap.add_argument("--steps", type=int, default=4, help="optimiser steps per configuration (at least 2)")
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--model", default=None, help="a model folder, or distilbert-random (DistilBERT-base, random "
                     "weights); default: the recipe's packaged MiniLM")
@@ -140,8 +140,8 @@ def main() -> None:
     import torch
 
     cuda = torch.cuda.is_available()
-    batches = args.batches or ([64, 256, 1024, 4096] if cuda else [16, 32, 64])
-    chunk = args.chunk or (64 if cuda else 8)
+    batches = args.batches or ([64, 256, 1024, 4096] if cuda else [64, 128, 256])
+    chunk = args.chunk or (64 if cuda else 32)
     work = Path(tempfile.mkdtemp(prefix="bench-grad-cache-"))
     tok = bc.tokenizer_dir(args.tokenizer)
     args.model = bc.model_spec(args.model, args.tokenizer) if args.model else None

@@ -132,6 +132,36 @@ def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):
                                                         f"BIRCO test tasks wtb from {tmp_path / 'birco'}")
 
 
+def test_foldoc_set_is_given_or_built_once_or_skipped_saying_how(tmp_path, monkeypatch):
+    import sys
+
+    from test_devset_foldoc import write_dictd
+
+    g = script_module()
+    monkeypatch.delenv("BOOLCL_FOLDOC", raising=False)
+    spec, why = g.foldoc_source(str(tmp_path / "nowhere"), tmp_path)
+    assert spec is None and str(tmp_path / "nowhere") in why
+    monkeypatch.syspath_prepend(str(Path(g.ROOT) / "scripts" / "devsets"))
+    import foldoc
+
+    monkeypatch.setattr(foldoc, "DEFAULT_DICT", tmp_path / "none.dict.dz")
+    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", tmp_path / "none.index")
+    spec, why = g.foldoc_source(None, tmp_path / "report")
+    assert spec is None and "apt-get install dict-foldoc" in why
+    assert sys.modules["foldoc"] is foldoc  # the report read the patched module
+    dict_path, index_path = write_dictd(tmp_path)
+    monkeypatch.setattr(foldoc, "DEFAULT_DICT", dict_path)
+    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", index_path)
+    built = tmp_path / "report" / "data" / "foldoc"
+    assert g.foldoc_source(None, tmp_path / "report") == (str(built), f"{len((built / 'eval.jsonl').read_text().splitlines())} "
+                                                          f"FOLDOC-Bool questions built -> {built}")
+    stamp = (built / "eval.jsonl").stat().st_mtime_ns
+    spec, why = g.foldoc_source(None, tmp_path / "report")
+    assert spec == str(built) and "built earlier" in why and (built / "eval.jsonl").stat().st_mtime_ns == stamp
+    monkeypatch.setenv("BOOLCL_FOLDOC", str(built))  # a folder given wins
+    assert g.foldoc_source(None, tmp_path / "elsewhere")[0] == str(built)
+
+
 def test_a_run_folder_trained_otherwise_is_refused(tmp_path):
     g = script_module()
     folder = tmp_path / "not_plus-s1"

@@ -181,13 +181,16 @@ def test_resume_with_lora_and_accumulation_reaches_the_same_weights(tiny_model_d
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "resumed run diverged"
 
 
-def test_kill_9_then_resume_matches_an_uninterrupted_run(tiny_model_dir, pool, tmp_path):
+@pytest.mark.parametrize("extra", [[], ["train.grad_cache_chunk=1"]], ids=["plain", "grad-cache"])
+def test_kill_9_then_resume_matches_an_uninterrupted_run(tiny_model_dir, pool, tmp_path, extra):
+    """SIGKILL once a checkpoint is down, resume: the same weights to the bit as a run never stopped
+    (dropout on, so with caching the replayed random state is part of what must survive)."""
     import signal
     import time
 
     args = ["recipe=tiny", f"model={tiny_model_dir}", f"train.boolean={pool}", f"train.original={pool}",
             "train.batch_size=2", "train.hard_negatives=1", "train.max_length=32", "train.max_steps=40",
-            "train.save_every=5", "train.keep_last=2", "train.report_to=[]"]
+            "train.save_every=5", "train.keep_last=2", "train.report_to=[]", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     full = tmp_path / "full"
     res = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"out={full}"], env=env,

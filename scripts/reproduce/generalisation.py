@@ -2,7 +2,8 @@
 
     python scripts/reproduce/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
         [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...] [--soup NAME=A+B@W ...]
-        [--only-data sample unseen nevir birco] [--nevir PATH] [--birco PATH] [key=value ...]
+        [--only-data sample unseen wnbool foldoc nevir birco] [--wnbool PATH] [--foldoc PATH]
+        [--nevir PATH] [--birco PATH] [key=value ...]
 
 Variants are scripts/reproduce/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
 `base` is the untrained model); `--variant NAME=k=v,k=v` adds one more, its overrides on top
@@ -14,9 +15,16 @@ NAME=A+B@W,PART=W,...` gives parts of the model shares of their own (`boolcl int
 (variant, seed) is trained once into OUT/runs/<variant>-s<seed>/ and that checkpoint is
 evaluated on each data set:
 
-  sample  the bundled sample's held-out clusters (MRR@10, NegRecall@10 per question type)
+development sets (settings are chosen on these; MRR@10, NegRecall@10 per question type):
+  sample  the bundled sample's held-out clusters
   unseen  its NOT questions reworded with exclusion words boolcl never trains on
           (scripts/reproduce/unseen_wordings.py, written once to OUT/data/unseen/)
+  wnbool  WN-Bool-dev: AND/OR/NOT questions over WordNet's noun glosses
+          (--wnbool, else $BOOLCL_WNBOOL, else ../shared/wnbool-dev)
+  foldoc  FOLDOC-Bool-dev: AND/OR/NOT questions over the Free On-line Dictionary of Computing
+          (--foldoc, else $BOOLCL_FOLDOC, else built once into OUT/data/foldoc/ by
+          scripts/devsets/foldoc.py from Debian's dict-foldoc)
+test sets (reported, never used to choose):
   nevir   NevIR's test pairs, paired accuracy (--nevir, else $BOOLCL_NEVIR, else ../shared/nevir)
   birco   BIRCO's test tasks found there, nDCG@10 per task: does plain retrieval survive?
           (--birco, else $BOOLCL_BIRCO, else ../shared/birco)
@@ -50,8 +58,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
-DATASETS = ("sample", "unseen", "wnbool", "nevir", "birco")
-DEVELOPMENT = ("sample", "unseen", "wnbool")  # for choosing settings; the rest are test sets, reported only
+DATASETS = ("sample", "unseen", "wnbool", "foldoc", "nevir", "birco")
+DEVELOPMENT = ("sample", "unseen", "wnbool", "foldoc")  # for choosing settings; the rest are test sets, reported only
 DEFAULT_VARIANTS = ("base", "paper-not", "not_plus")
 BASE, PAPER = "base", "paper-not"
 RUN_FILE = "variant.json"  # in each checkpoint folder: what it was trained with
@@ -148,6 +156,27 @@ def wnbool_source(given: str | None) -> tuple[str | None, str]:
                   "give --wnbool PATH or BOOLCL_WNBOOL)")
 
 
+def foldoc_source(given: str | None, out: Path) -> tuple[str | None, str]:
+    """FOLDOC-Bool-dev: a folder given, else built once into the report's data/ from Debian's
+    dict-foldoc (scripts/devsets/foldoc.py), else skipped, saying how to get it."""
+    path = given or os.environ.get("BOOLCL_FOLDOC")
+    if path:
+        if (Path(path) / "eval.jsonl").is_file():
+            return str(path), f"FOLDOC-Bool development questions from {path}"
+        return None, f"no FOLDOC-Bool development set at {path} (corpus.jsonl and eval.jsonl)"
+    folder = out / "data" / "foldoc"
+    if (folder / "eval.jsonl").is_file():
+        return str(folder), f"FOLDOC-Bool development questions from {folder} (built earlier)"
+    sys.path.insert(0, str(ROOT / "scripts" / "devsets"))
+    import foldoc
+
+    if not (foldoc.DEFAULT_DICT.is_file() and foldoc.DEFAULT_INDEX.is_file()):
+        return None, (f"no FOLDOC dictionary at {foldoc.DEFAULT_INDEX.parent} (apt-get install dict-foldoc), "
+                      "nor --foldoc PATH / BOOLCL_FOLDOC")
+    stats = foldoc.build(foldoc.DEFAULT_DICT, foldoc.DEFAULT_INDEX, folder)
+    return str(folder), f"{stats['total_questions']} FOLDOC-Bool questions built -> {folder}"
+
+
 def birco_source(given: str | None) -> tuple[str | None, str]:
     from boolcl.data.birco import TASKS, available_tasks
 
@@ -183,6 +212,9 @@ def find_datasets(args, out: Path) -> list[DataSet]:
         elif name == "wnbool":
             path, why = wnbool_source(args.wnbool)
             found.append(DataSet("wnbool", path, why))
+        elif name == "foldoc":
+            path, why = foldoc_source(args.foldoc, out)
+            found.append(DataSet("foldoc", path, why))
         elif name == "nevir":
             path, why = nevir_source(args.nevir)
             found.append(DataSet("nevir", path and f"nevir:{path}", why, ["PairedAcc", "Q1Acc", "Q2Acc"], NEVIR_EVAL))
@@ -363,6 +395,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--only-data", nargs="+", metavar="DATA", help=f"evaluate on these only ({', '.join(DATASETS)})")
     ap.add_argument("--nevir", help="NevIR_test.json or its folder (default $BOOLCL_NEVIR, else ../shared/nevir)")
     ap.add_argument("--wnbool", help="WN-Bool development folder (default $BOOLCL_WNBOOL, else ../shared/wnbool-dev)")
+    ap.add_argument("--foldoc", help="FOLDOC-Bool development folder (default $BOOLCL_FOLDOC, else built into "
+                                     "OUT/data/foldoc from Debian's dict-foldoc)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
     args = ap.parse_args(argv)
