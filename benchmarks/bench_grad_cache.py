@@ -77,7 +77,7 @@ def child(args) -> None:
     overrides = ["recipe=tiny", "train.boolean=none", f"train.original={args.pool}", "train.original_size=null",
                  f"train.batch_size={args.batch}", "train.hard_negatives=1", f"train.max_length={args.max_length}",
                  f"train.max_steps={args.steps}", "train.log_every=1", "train.save_every=0", "train.eval_every=0",
-                 "train.report_to=[]", f"train.grad_cache_chunk={args.chunk}", f"out={args.out}"]
+                 "train.report_to=[]", f"train.grad_cache_chunk={args.chunk or 'null'}", f"out={args.out}"]
     run = loop.train(compose(overrides + ([f"model={args.model}"] if args.model else [])))
     if cuda:
         peak = torch.cuda.max_memory_allocated() / 2**20

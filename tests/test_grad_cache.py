@@ -256,9 +256,10 @@ def test_bad_chunk_sizes_are_configuration_errors_naming_the_key(tiny_model_dir,
     def cfg(*extra):
         return tiny_cfg(tiny_model_dir, pool, tmp_path / "run", *extra)
 
-    assert cfg("train.grad_cache_chunk=0").train.grad_cache_chunk == 0  # off
-    with pytest.raises(ConfigError, match=r"train\.grad_cache_chunk=-1 must be >= 0"):
-        cfg("train.grad_cache_chunk=-1")
+    assert cfg().train.grad_cache_chunk is None and cfg("train.grad_cache_chunk=null").train.grad_cache_chunk is None
+    for bad in (0, -1):  # no silent fallback to the uncached step
+        with pytest.raises(ConfigError, match=rf"train\.grad_cache_chunk={bad} must be >= 1 or null \(off\)"):
+            cfg(f"train.grad_cache_chunk={bad}")
     with pytest.raises(ConfigError, match=r"train\.grad_cache_chunk=3 must be at most .*: 2 "):
         cfg("train.grad_cache_chunk=3")  # train.batch_size=2
     with pytest.raises(ConfigError, match=r"train\.grad_cache_chunk=3 must be at most .*: 2 \(.*grad_accum=2"):

@@ -56,8 +56,8 @@ class TrainCfg:
     grad_accum: int = 1
     # gradient caching (train/grad_cache.py): encode this many rows (queries or passages) at a time and backpropagate
     # the whole batch's objective through them, every negative kept, in the memory of one chunk's activations, for
-    # one more forward pass. 0: off. At most a process's queries per micro-batch
-    grad_cache_chunk: int = 0
+    # one more forward pass. null: off. At most a process's queries per micro-batch
+    grad_cache_chunk: Optional[int] = None
     lr: float = 2e-5
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1

@@ -38,7 +38,7 @@ OPERATORS = {"and", "or", "not"}
 RANGES = {
     "seed": ">= 0", "train.num_examples": ">= 0 (0: no Boolean examples)",
     "train.original_size": ">= 0 or null (all)", "train.hard_negatives": ">= 0", "train.batch_size": ">= 1",
-    "train.grad_accum": ">= 1", "train.grad_cache_chunk": ">= 0 (0: off)", "train.lr": "> 0",
+    "train.grad_accum": ">= 1", "train.grad_cache_chunk": ">= 1 or null (off)", "train.lr": "> 0",
     "train.weight_decay": ">= 0", "train.warmup_ratio": "in [0, 1)",
     "train.epochs": ">= 1", "train.max_steps": ">= -1 (-1: use train.epochs)",
     "train.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
@@ -170,7 +170,7 @@ def check_grad_cache(t, processes: int | None = None) -> None:
         split = (f"train.batch_size={t.batch_size} / train.grad_accum={t.grad_accum}" if processes is None else
                  f"train.batch_size={t.batch_size} / ({processes} processes x train.grad_accum={t.grad_accum})")
         raise ConfigError(f"train.grad_cache_chunk={chunk} must be at most the queries a process encodes per "
-                          f"micro-batch: {queries} ({split}); 0: off")
+                          f"micro-batch: {queries} ({split}); null: off")
 
 
 def check_eval_backend(cfg: DictConfig) -> None:

@@ -80,7 +80,7 @@ def step(model, forward, accelerator, objective, batch: Batch, chunk: int) -> tu
     `objective(query rows' embeddings, passage rows' embeddings, batch)`."""
     if accelerator.distributed_type == DistributedType.DEEPSPEED:
         raise ConfigError("train.grad_cache_chunk does not run under DeepSpeed, whose engine steps the optimiser "
-                          "inside each backward (here one per chunk): use DDP or FSDP, or train.grad_cache_chunk=0")
+                          "inside each backward (here one per chunk): use DDP or FSDP, or train.grad_cache_chunk=null")
     device = batch.query_features["input_ids"].device
     states, leaves = [], []
     with torch.no_grad():
