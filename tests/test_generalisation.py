@@ -158,6 +158,11 @@ def test_foldoc_set_is_given_or_built_once_or_skipped_saying_how(tmp_path, monke
     stamp = (built / "eval.jsonl").stat().st_mtime_ns
     spec, why = g.foldoc_source(None, tmp_path / "report")
     assert spec == str(built) and "built earlier" in why and (built / "eval.jsonl").stat().st_mtime_ns == stamp
+    broken = tmp_path / "broken.index"  # a damaged dictionary: skipped, saying which line
+    broken.write_text("no tabs here\n", encoding="utf-8")
+    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", broken)
+    spec, why = g.foldoc_source(None, tmp_path / "report2")
+    assert spec is None and f"{broken.name}:1" in why and not (tmp_path / "report2" / "data" / "foldoc").exists()
     monkeypatch.setenv("BOOLCL_FOLDOC", str(built))  # a folder given wins
     assert g.foldoc_source(None, tmp_path / "elsewhere")[0] == str(built)
 

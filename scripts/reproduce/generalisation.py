@@ -167,13 +167,18 @@ def foldoc_source(given: str | None, out: Path) -> tuple[str | None, str]:
     folder = out / "data" / "foldoc"
     if (folder / "eval.jsonl").is_file():
         return str(folder), f"FOLDOC-Bool development questions from {folder} (built earlier)"
-    sys.path.insert(0, str(ROOT / "scripts" / "devsets"))
+    builder = str(ROOT / "scripts" / "devsets")
+    if builder not in sys.path:
+        sys.path.insert(0, builder)
     import foldoc
 
     if not (foldoc.DEFAULT_DICT.is_file() and foldoc.DEFAULT_INDEX.is_file()):
         return None, (f"no FOLDOC dictionary at {foldoc.DEFAULT_INDEX.parent} (apt-get install dict-foldoc), "
                       "nor --foldoc PATH / BOOLCL_FOLDOC")
-    stats = foldoc.build(foldoc.DEFAULT_DICT, foldoc.DEFAULT_INDEX, folder)
+    try:
+        stats = foldoc.build(foldoc.DEFAULT_DICT, foldoc.DEFAULT_INDEX, folder)
+    except foldoc.FoldocError as e:  # a damaged dictionary: this set is skipped, the others still run
+        return None, f"FOLDOC-Bool could not be built: {e}"
     return str(folder), f"{stats['total_questions']} FOLDOC-Bool questions built -> {folder}"
 
 
