@@ -80,5 +80,5 @@ def test_bad_input_names_what_is_wrong(data, tmp_path):
     with pytest.raises(SystemExit, match="question n1 names passage 'ghost'"):
         script.split_not_questions(data)
     (data / "corpus.jsonl").write_text("{not json\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"corpus.jsonl:1: not JSON"):
+    with pytest.raises(SystemExit, match=r"corpus.jsonl:1: invalid JSON"):
         script.split_not_questions(data)

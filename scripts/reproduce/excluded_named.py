@@ -24,19 +24,18 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from boolcl.data.jsonl import read_jsonl
+from boolcl.errors import DataError
+
 SEED = re.compile(r"-s\d+$")
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"{path}:{n}: not JSON ({e.msg})") from None
-    return rows
+def read_rows(path: Path) -> list[dict]:
+    """boolcl's own JSONL reader (UTF-8, bounded lines, file:line errors), its error as the exit message."""
+    try:
+        return read_jsonl(path, dict)
+    except DataError as e:
+        raise SystemExit(str(e)) from None
 
 
 def passage_name(row: dict) -> str:
@@ -47,10 +46,10 @@ def passage_name(row: dict) -> str:
 
 def split_not_questions(data: Path, questions: Path | None = None) -> dict[str, bool]:
     """qid -> whether a positive of that NOT question names one of its excluded passages."""
-    corpus = {str(r["docid"]): r for r in read_jsonl(data / "corpus.jsonl")}
+    corpus = {str(r["docid"]): r for r in read_rows(data / "corpus.jsonl")}
     questions = questions or data / "eval.jsonl"
     groups = {}
-    for q in read_jsonl(questions):
+    for q in read_rows(questions):
         if q.get("question_type") != "not" or not q.get("negative_ctxs"):
             continue
         try:
