@@ -198,6 +198,17 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
 # ---------------------------------------------------------------- the loop's parts
 
 
+def plain_step(forward, accelerator, objective, batch: Batch) -> tuple[torch.Tensor, dict]:
+    """One micro-batch encoded whole: the objective's loss, backpropagated unless it is not finite
+    (the caller reports that), as grad_cache.step does a chunk at a time."""
+    q = forward(batch.query_features)
+    p = forward(batch.passage_features)
+    loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch)
+    if torch.isfinite(loss):
+        accelerator.backward(loss)
+    return loss, parts
+
+
 def epoch_batches(accelerator, data: Data, epoch: int, skip: int):
     """The loader for `epoch`, past its first `skip` micro-batches (already trained before a resume)."""
     data.dataset.set_epoch(epoch)
@@ -324,15 +335,10 @@ def train(cfg: DictConfig) -> Path:
                     if t.grad_cache_chunk:  # the whole batch's objective, encoded a chunk at a time
                         loss, parts = grad_cache.step(model, forward, accelerator, objective, batch,
                                                       t.grad_cache_chunk)
-                        if not torch.isfinite(loss):  # (then nothing was backpropagated)
-                            raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
                     else:
-                        q = forward(batch.query_features)
-                        p = forward(batch.passage_features)
-                        loss, parts = objective(q["sentence_embedding"], p["sentence_embedding"], batch)
-                        if not torch.isfinite(loss):
-                            raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
-                        accelerator.backward(loss)
+                        loss, parts = plain_step(forward, accelerator, objective, batch)
+                    if not torch.isfinite(loss):  # (then nothing was backpropagated)
+                        raise non_finite_loss(loss, step + 1, epoch, micro, run_dir)
                 except torch.OutOfMemoryError:
                     raise out_of_memory(t, step + 1, batch.n_queries) from None
                 grad_norm = None
