@@ -82,3 +82,31 @@ def test_bad_input_names_what_is_wrong(data, tmp_path):
     (data / "corpus.jsonl").write_text("{not json\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"corpus.jsonl:1: invalid JSON"):
         script.split_not_questions(data)
+
+
+def test_cosine_pairs_each_excluded_passage_with_each_answer(data, capsys):
+    """Under the packaged MiniLM, the script's means are those of the pairs computed directly."""
+    from sentence_transformers import SentenceTransformer
+
+    from boolcl.retrieval.models import packaged_model_dir
+
+    script = load_script("scripts/reproduce/excluded_named")
+    sims = script.cosines(data, "offline-default")
+    assert (len(sims[True]), len(sims[False])) == (1, 3)  # n1: opascal names Pascal; modula (n1), c (n2), modula (n3)
+    model = SentenceTransformer(str(packaged_model_dir()), device="cpu")
+    text = {r["docid"]: r["doc"] for r in CORPUS}
+    vec = lambda i: model.encode(text[i], normalize_embeddings=True)  # noqa: E731
+    direct = {True: [float(vec("pascal") @ vec("opascal"))],
+              False: [float(vec(a) @ vec(b)) for a, b in (("pascal", "modula"), ("d", "c"), ("cpp", "modula"))]}
+    for group in (True, False):
+        assert sims[group] == pytest.approx(direct[group], abs=1e-5)
+    assert script.main([str(data), "--cosine", "offline-default"]) == 0
+    out = capsys.readouterr().out
+    assert f"answers that name it {direct[True][0]:.3f} (1 pair)" in out
+    assert f"the others {sum(direct[False]) / 3:.3f} (3 pairs)" in out
+
+
+def test_cosine_with_a_model_that_is_not_there_says_so(data, tmp_path):
+    script = load_script("scripts/reproduce/excluded_named")
+    with pytest.raises(SystemExit, match="nowhere"):
+        script.main([str(data), "--cosine", str(tmp_path / "nowhere")])

@@ -2,12 +2,14 @@
 
     python scripts/reproduce/excluded_named.py DATA RUN [RUN ...] [--measure MRR@10]
     python scripts/reproduce/excluded_named.py boolcl/data/sample --questions boolcl/data/sample/train.jsonl
+    python scripts/reproduce/excluded_named.py DATA --cosine offline-default
 
 DATA is a folder in the project's layout (corpus.jsonl, eval.jsonl) whose passages read
 "<name>: <text>" (WN-Bool-dev, FOLDOC-Bool-dev) or carry a "title". RUN is a results.json of
 `boolcl evaluate` on DATA, or the folder that holds it; runs named `<variant>-s<seed>` are
 averaged per question over their seeds into one row. Without runs it counts the questions of
-each group (--questions: another question file over DATA's corpus, such as a training pool).
+each group (--questions: another question file over DATA's corpus, such as a training pool);
+--cosine MODEL prints how close each excluded passage and its answers are under MODEL.
 
 A NOT question goes to the first group when one of its positives names one of its excluded
 passages (the name, case-insensitive, inside the positive's text): an answer that mentions the
@@ -25,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from boolcl.data.jsonl import read_jsonl
-from boolcl.errors import DataError
+from boolcl.errors import DataError, ModelError
 
 SEED = re.compile(r"-s\d+$")
 
@@ -44,22 +46,47 @@ def passage_name(row: dict) -> str:
     return (title if title else str(row.get("doc", "")).split(":", 1)[0]).strip().lower()
 
 
-def split_not_questions(data: Path, questions: Path | None = None) -> dict[str, bool]:
-    """qid -> whether a positive of that NOT question names one of its excluded passages."""
+def not_pairs(data: Path, questions: Path | None = None) -> dict[str, list[tuple[str, str, bool]]]:
+    """qid -> (excluded passage, answer, whether the answer names it) for each NOT question's pairs."""
     corpus = {str(r["docid"]): r for r in read_rows(data / "corpus.jsonl")}
     questions = questions or data / "eval.jsonl"
-    groups = {}
+    pairs = {}
     for q in read_rows(questions):
         if q.get("question_type") != "not" or not q.get("negative_ctxs"):
             continue
         try:
-            names = [passage_name(corpus[str(c["passage_id"])]) for c in q["negative_ctxs"]]
-            texts = [str(corpus[str(c["passage_id"])].get("doc", "")).lower() for c in q["positive_ctxs"]]
+            excluded = [(str(c["passage_id"]), passage_name(corpus[str(c["passage_id"])])) for c in q["negative_ctxs"]]
+            answers = [(str(c["passage_id"]), str(corpus[str(c["passage_id"])].get("doc", "")).lower())
+                       for c in q["positive_ctxs"]]
         except KeyError as e:
             raise SystemExit(f"{questions}: question {q.get('qid')} names passage {e} "
                              f"that {data / 'corpus.jsonl'} does not hold") from None
-        groups[str(q["qid"])] = any(name and name in text for name in names for text in texts)
-    return groups
+        pairs[str(q["qid"])] = [(ex, pos, bool(name) and name in text) for ex, name in excluded for pos, text in answers]
+    return pairs
+
+
+def split_not_questions(data: Path, questions: Path | None = None) -> dict[str, bool]:
+    """qid -> whether a positive of that NOT question names one of its excluded passages."""
+    return {qid: any(named for _, _, named in ps) for qid, ps in not_pairs(data, questions).items()}
+
+
+def cosines(data: Path, model_spec: str, questions: Path | None = None) -> dict[bool, list[float]]:
+    """Cosine of each (excluded passage, answer) pair under a model, by whether the answer names it.
+
+    Answers that name the excluded thing sit close to it; a query that pushes the one down pulls the
+    other down with it, which is why those answers lose most."""
+    from boolcl.retrieval.models import load_model
+
+    corpus = {str(r["docid"]): str(r.get("doc", "")) for r in read_rows(data / "corpus.jsonl")}
+    pairs = [p for ps in not_pairs(data, questions).values() for p in ps]
+    ids = sorted({i for ex, pos, _ in pairs for i in (ex, pos)})
+    vectors = load_model(model_spec).encode([corpus[i] for i in ids], normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=len(ids) > 1000)
+    index = {i: n for n, i in enumerate(ids)}
+    out: dict[bool, list[float]] = {True: [], False: []}
+    for ex, pos, named in pairs:
+        out[named].append(float(vectors[index[ex]] @ vectors[index[pos]]))
+    return out
 
 
 def load_runs(paths: list[str], measure: str) -> dict[str, list[dict[str, float]]]:
@@ -101,7 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="*", help="results.json files or their folders")
     ap.add_argument("--measure", default="MRR@10")
     ap.add_argument("--questions", help="the question file (default: DATA/eval.jsonl)")
+    ap.add_argument("--cosine", metavar="MODEL",
+                    help="print the mean cosine between each excluded passage and each answer under MODEL, "
+                         "answers that name it apart from the others")
     args = ap.parse_args(argv)
+    if args.cosine:
+        try:
+            sims = cosines(Path(args.data), args.cosine, Path(args.questions) if args.questions else None)
+        except ModelError as e:
+            raise SystemExit(str(e)) from None
+        cells = [(f"{statistics.mean(v):.3f}" if v else "-") + f" ({len(v)} pair{'' if len(v) == 1 else 's'})"
+                 for v in (sims[True], sims[False])]
+        print(f"cosine(excluded passage, answer) under {args.cosine}: answers that name it {cells[0]}, "
+              f"the others {cells[1]}")
+        return 0
     groups = split_not_questions(Path(args.data), Path(args.questions) if args.questions else None)
     if not groups:
         raise SystemExit(f"{args.questions or args.data}: no NOT question with an excluded passage")
