@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from collections import defaultdict
@@ -28,8 +27,6 @@ from pathlib import Path
 
 from boolcl.data.jsonl import read_jsonl
 from boolcl.errors import DataError, ModelError
-
-SEED = re.compile(r"-s\d+$")
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -91,6 +88,8 @@ def cosines(data: Path, model_spec: str, questions: Path | None = None) -> dict[
 
 def load_runs(paths: list[str], measure: str) -> dict[str, list[dict[str, float]]]:
     """Row name -> per-question values of each seed's results.json."""
+    from boolcl.evaluate.runs import SEED_SUFFIX  # imported here: it brings torch, which counting needs not
+
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     for given in paths:
         path = Path(given)
@@ -101,7 +100,9 @@ def load_runs(paths: list[str], measure: str) -> dict[str, list[dict[str, float]
         per_query = results.get("per_query", {}).get(measure)
         if per_query is None:
             raise SystemExit(f"{path}: no per-question {measure}")
-        rows[SEED.sub("", path.parent.name)].append(per_query)
+        name = path.parent.name
+        seeded = SEED_SUFFIX.match(name)  # seeds grouped as `boolcl compare` groups them
+        rows[seeded.group("prefix") if seeded else name].append(per_query)
     return rows
 
 
