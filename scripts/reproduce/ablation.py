@@ -25,7 +25,8 @@ SWITCHES = {  # each addition of not_plus_tiny and the overrides that switch it 
     "retention": ["train.retention.weight=0"],
     "cluster-batches": ["train.group_by_cluster=false"],
     "decomposition": ["train.decomposition.weight=0"],
-    # AND and OR questions in the mix, over half the epochs (about the same number of steps); off: NOT only
+    # AND and OR questions in the mix; off: NOT questions only (with the simple ones), over the paper-style
+    # recipe's 6 epochs
     "and-or": ["train.operators=[not]", "train.epochs=6"],
 }
 # the paper-style recipe keeps 3e-4: its NOT MRR@10 on the development sets is higher there than at the recipe's 5e-5
