@@ -19,16 +19,11 @@ from boolcl.train.terms.retention import Retention, masked_kl
 
 # ---------------------------------------------------------------- losses, by hand
 
-def test_retention_operators_add_those_boolean_questions_to_the_retained_rows():
-    cfg = compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]", "train.retention.operators=[and,or]"])
-    items, mix = build_mix(cfg)
-    assert all(it.retain == (it.question_type in ("simple", "and", "or")) for it in items)  # simple: the original data
-    assert {it.question_type for it in items if it.retain} == {"and", "or", "simple"}
-    assert mix["boolean"]["retained"] == sum(it.question_type in ("and", "or") for it in items) > 0
-    plain, _ = build_mix(compose(["recipe=not_plus_tiny", "train.operators=[not,and,or]"]))
-    assert {it.question_type for it in plain if it.retain} == {"simple"}  # by default: the original data only
-    with pytest.raises(ConfigError, match=r"train\.retention\.operators"):
-        compose(["recipe=not_plus_tiny", "train.operators=[not]", "train.retention.operators=[and]"])  # NOT only
+def test_retention_scores_the_original_data_only():
+    items, mix = build_mix(compose(["recipe=not_plus_tiny"]))
+    assert {it.question_type for it in items if it.retain} == {"simple"}
+    assert sum(it.retain for it in items) == mix["original"]["examples"] > 0
+    assert not any(it.retain for it in items if it.question_type in ("not", "and", "or"))
 
 
 def test_retention_is_kl_to_the_teacher_over_unmasked_passages():

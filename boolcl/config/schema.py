@@ -28,9 +28,6 @@ class RetentionCfg:
     """Keep general retrieval: match the frozen starting model's in-batch score distribution
     (KL at the training scale) on the original data's queries."""
     weight: float = 0.0  # 0: off
-    # Boolean question types retention also scores (e.g. [and, or]: the frozen model already ranks them
-    # well, so training on NOT questions must not move them); they must be in train.operators to be trained on
-    operators: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -141,9 +141,6 @@ def validate(cfg: DictConfig) -> None:
     for key in ("retention", "decomposition"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
-    if set(t.retention.operators) - set(t.operators):
-        raise ConfigError(f"train.retention.operators={list(t.retention.operators)} must be among train.operators="
-                          f"{list(t.operators)}: retention scores questions the mix has")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
     if t.loss == "margin_mse" and (t.retention.weight or t.decomposition.weight):

@@ -35,7 +35,7 @@ class Item:
     positive_scores: list[float | None] | None = None  # teacher scores, for MarginMSE
     negative_scores: list[float | None] | None = None
     n_explicit: int = 0  # the first n_explicit negatives are labelled (negative_ctxs), the rest mined
-    retain: bool = False  # retention scores this query: the original data's, and train.retention.operators' Boolean ones
+    retain: bool = False  # retention scores this query: the original (plain) data's
     group: str | None = None  # the passage group (cluster) the question was written over
     not_parts: tuple[str, str, str] | None = None  # NOT: (kept question, dropped part, source)
     target: torch.Tensor | None = None  # NOT: the decomposition target (decomposition.py), when switched on
@@ -112,8 +112,6 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
         original = to_items(pool, pool_corpus, t.original)
     for it in original:  # whatever the source: retention distils on these queries
         it.retain = True
-    for it in items:  # and on the Boolean questions of the types asked for (the frozen model is good at AND and OR)
-        it.retain = it.question_type in set(t.retention.operators)
     rng.shuffle(original)
     if t.original_size is not None:
         original = original[: t.original_size]
@@ -125,7 +123,6 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
             raise DataError(where, None, f"train.loss=margin_mse needs a teacher 'score' on every positive and "
                             f"negative context; {len(unscored)} examples lack one (first: {unscored[0]!r})",
                             field="score")
-    summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items),
-                           "retained": sum(it.retain for it in items)},
+    summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items)},
                "original": {"source": t.original, "examples": len(original)}}
     return items + original, summary

@@ -1,6 +1,6 @@
 """Retention (train.retention): KL between the frozen starting model's in-batch score distribution
-and the student's, on the original data's queries (and the Boolean ones of
-retention.operators), so general ranking is not traded away for the NOT questions."""
+and the student's, on the original data's queries, so general ranking is not traded away for
+the NOT questions."""
 from __future__ import annotations
 
 import torch
