@@ -245,7 +245,8 @@ def test_not_aware_config_errors_are_clear():
         compose(["recipe=not_plus_tiny", "train.group_by_length=true"])
     with pytest.raises(ConfigError, match="infonce only"):
         compose(["recipe=not_plus_tiny", "train.loss=margin_mse"])
-    for removed in ("retention.passages=1", "decomposition.synthetic=1", "decomposition.templates=[]"):
+    for removed in ("retention.passages=1", "retention.operators=[and]", "decomposition.synthetic=1",
+                    "decomposition.templates=[]"):
         with pytest.raises(ConfigError, match=f"unknown config key 'train.{removed.split('=')[0]}'"):
             compose(["recipe=not_plus_tiny", f"train.{removed}"])
     for section in ("scope.weight=1", "exclusion.weight=10", "pairs.weight=1", "negation.pairs=480"):
