@@ -132,39 +132,44 @@ def test_unseen_set_is_written_once_and_absent_sets_say_why(tmp_path):
                                                         f"BIRCO test tasks wtb from {tmp_path / 'birco'}")
 
 
-def test_foldoc_set_is_given_or_built_once_or_skipped_saying_how(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["foldoc", "gcide"])
+def test_built_set_is_given_or_built_once_or_skipped_saying_how(name, tmp_path, monkeypatch):
+    import importlib
     import sys
 
-    from test_devset_foldoc import write_dictd
+    import test_devset_foldoc
+    import test_devset_gcide
 
     g = script_module()
-    monkeypatch.delenv("BOOLCL_FOLDOC", raising=False)
-    spec, why = g.foldoc_source(str(tmp_path / "nowhere"), tmp_path)
+    module, _, label, package, env = g.BUILT_SETS[name]
+    entries = test_devset_foldoc.ENTRIES if name == "foldoc" else test_devset_gcide.ENTRIES
+    monkeypatch.delenv(env, raising=False)
+    spec, why = g.built_source(name, str(tmp_path / "nowhere"), tmp_path)
     assert spec is None and str(tmp_path / "nowhere") in why
     monkeypatch.syspath_prepend(str(Path(g.ROOT) / "scripts" / "devsets"))
-    import foldoc
+    builder = importlib.import_module(module)
 
-    monkeypatch.setattr(foldoc, "DEFAULT_DICT", tmp_path / "none.dict.dz")
-    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", tmp_path / "none.index")
-    spec, why = g.foldoc_source(None, tmp_path / "report")
-    assert spec is None and "apt-get install dict-foldoc" in why
-    assert sys.modules["foldoc"] is foldoc  # the report read the patched module
-    dict_path, index_path = write_dictd(tmp_path)
-    monkeypatch.setattr(foldoc, "DEFAULT_DICT", dict_path)
-    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", index_path)
-    built = tmp_path / "report" / "data" / "foldoc"
-    assert g.foldoc_source(None, tmp_path / "report") == (str(built), f"{len((built / 'eval.jsonl').read_text().splitlines())} "
-                                                          f"FOLDOC-Bool questions built -> {built}")
+    monkeypatch.setattr(builder, "DEFAULT_DICT", tmp_path / "none.dict.dz")
+    monkeypatch.setattr(builder, "DEFAULT_INDEX", tmp_path / "none.index")
+    spec, why = g.built_source(name, None, tmp_path / "report")
+    assert spec is None and f"apt-get install {package}" in why
+    assert sys.modules[module] is builder  # the report read the patched module
+    dict_path, index_path = test_devset_foldoc.write_dictd(tmp_path, entries)
+    monkeypatch.setattr(builder, "DEFAULT_DICT", dict_path)
+    monkeypatch.setattr(builder, "DEFAULT_INDEX", index_path)
+    built = tmp_path / "report" / "data" / name
+    assert g.built_source(name, None, tmp_path / "report") == (
+        str(built), f"{len((built / 'eval.jsonl').read_text().splitlines())} {label} questions built -> {built}")
     stamp = (built / "eval.jsonl").stat().st_mtime_ns
-    spec, why = g.foldoc_source(None, tmp_path / "report")
+    spec, why = g.built_source(name, None, tmp_path / "report")
     assert spec == str(built) and "built earlier" in why and (built / "eval.jsonl").stat().st_mtime_ns == stamp
     broken = tmp_path / "broken.index"  # a damaged dictionary: skipped, saying which line
     broken.write_text("no tabs here\n", encoding="utf-8")
-    monkeypatch.setattr(foldoc, "DEFAULT_INDEX", broken)
-    spec, why = g.foldoc_source(None, tmp_path / "report2")
-    assert spec is None and f"{broken.name}:1" in why and not (tmp_path / "report2" / "data" / "foldoc").exists()
-    monkeypatch.setenv("BOOLCL_FOLDOC", str(built))  # a folder given wins
-    assert g.foldoc_source(None, tmp_path / "elsewhere")[0] == str(built)
+    monkeypatch.setattr(builder, "DEFAULT_INDEX", broken)
+    spec, why = g.built_source(name, None, tmp_path / "report2")
+    assert spec is None and f"{broken.name}:1" in why and not (tmp_path / "report2" / "data" / name).exists()
+    monkeypatch.setenv(env, str(built))  # a folder given wins
+    assert g.built_source(name, None, tmp_path / "elsewhere")[0] == str(built)
 
 
 def test_a_run_folder_trained_otherwise_is_refused(tmp_path):

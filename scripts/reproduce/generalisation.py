@@ -2,7 +2,7 @@
 
     python scripts/reproduce/generalisation.py [--seeds 1 2 3] [--out results/generalisation]
         [--variants base paper-not not_plus] [--variant NAME=key=value,key=value ...] [--soup NAME=A+B@W ...]
-        [--only-data sample unseen wnbool foldoc nevir birco] [--wnbool PATH] [--foldoc PATH]
+        [--only-data sample unseen wnbool foldoc gcide nevir birco] [--wnbool PATH] [--foldoc PATH] [--gcide PATH]
         [--nevir PATH] [--birco PATH] [key=value ...]
 
 Variants are scripts/reproduce/ablation.py's (`recipe=not_plus_tiny` with some additions switched off;
@@ -24,6 +24,9 @@ development sets (settings are chosen on these; MRR@10, NegRecall@10 per questio
   foldoc  FOLDOC-Bool-dev: AND/OR/NOT questions over the Free On-line Dictionary of Computing
           (--foldoc, else $BOOLCL_FOLDOC, else built once into OUT/data/foldoc/ by
           scripts/devsets/foldoc.py from Debian's dict-foldoc)
+  gcide   GCIDE-Excl-dev: "A, but not B" questions over Webster's 1913 science entries, where one of
+          the two passages names the other (--gcide, else $BOOLCL_GCIDE, else built once into
+          OUT/data/gcide/ by scripts/devsets/gcide_exclusion.py from Debian's dict-gcide)
 test sets (reported, never used to choose):
   nevir   NevIR's test pairs, paired accuracy (--nevir, else $BOOLCL_NEVIR, else ../shared/nevir)
   birco   BIRCO's test tasks found there, nDCG@10 per task: does plain retrieval survive?
@@ -58,8 +61,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
-DATASETS = ("sample", "unseen", "wnbool", "foldoc", "nevir", "birco")
-DEVELOPMENT = ("sample", "unseen", "wnbool", "foldoc")  # for choosing settings; the rest are test sets, reported only
+DATASETS = ("sample", "unseen", "wnbool", "foldoc", "gcide", "nevir", "birco")
+DEVELOPMENT = ("sample", "unseen", "wnbool", "foldoc", "gcide")  # for choosing settings; the rest are test sets, reported only
 DEFAULT_VARIANTS = ("base", "paper-not", "not_plus")
 BASE, PAPER = "base", "paper-not"
 RUN_FILE = "variant.json"  # in each checkpoint folder: what it was trained with
@@ -156,30 +159,40 @@ def wnbool_source(given: str | None) -> tuple[str | None, str]:
                   "give --wnbool PATH or BOOLCL_WNBOOL)")
 
 
-def foldoc_source(given: str | None, out: Path) -> tuple[str | None, str]:
-    """FOLDOC-Bool-dev: a folder given, else built once into the report's data/ from Debian's
-    dict-foldoc (scripts/devsets/foldoc.py), else skipped, saying how to get it."""
-    path = given or os.environ.get("BOOLCL_FOLDOC")
+# Development sets built from Debian's dictionaries by scripts/devsets/: data name -> (builder module,
+# its error class, label, Debian package, environment variable)
+BUILT_SETS = {
+    "foldoc": ("foldoc", "FoldocError", "FOLDOC-Bool", "dict-foldoc", "BOOLCL_FOLDOC"),
+    "gcide": ("gcide_exclusion", "GcideError", "GCIDE-Excl", "dict-gcide", "BOOLCL_GCIDE"),
+}
+
+
+def built_source(name: str, given: str | None, out: Path) -> tuple[str | None, str]:
+    """A development set of scripts/devsets/: a folder given, else built once into the report's
+    data/ from its Debian dictionary, else skipped, saying how to get it."""
+    module, error, label, package, env = BUILT_SETS[name]
+    path = given or os.environ.get(env)
     if path:
         if (Path(path) / "eval.jsonl").is_file():
-            return str(path), f"FOLDOC-Bool development questions from {path}"
-        return None, f"no FOLDOC-Bool development set at {path} (corpus.jsonl and eval.jsonl)"
-    folder = out / "data" / "foldoc"
+            return str(path), f"{label} development questions from {path}"
+        return None, f"no {label} development set at {path} (corpus.jsonl and eval.jsonl)"
+    folder = out / "data" / name
     if (folder / "eval.jsonl").is_file():
-        return str(folder), f"FOLDOC-Bool development questions from {folder} (built earlier)"
-    builder = str(ROOT / "scripts" / "devsets")
-    if builder not in sys.path:
-        sys.path.insert(0, builder)
-    import foldoc
+        return str(folder), f"{label} development questions from {folder} (built earlier)"
+    builder_dir = str(ROOT / "scripts" / "devsets")
+    if builder_dir not in sys.path:
+        sys.path.insert(0, builder_dir)
+    import importlib
 
-    if not (foldoc.DEFAULT_DICT.is_file() and foldoc.DEFAULT_INDEX.is_file()):
-        return None, (f"no FOLDOC dictionary at {foldoc.DEFAULT_INDEX.parent} (apt-get install dict-foldoc), "
-                      "nor --foldoc PATH / BOOLCL_FOLDOC")
+    builder = importlib.import_module(module)
+    if not (builder.DEFAULT_DICT.is_file() and builder.DEFAULT_INDEX.is_file()):
+        return None, (f"no {package} dictionary at {builder.DEFAULT_INDEX.parent} (apt-get install {package}), "
+                      f"nor --{name} PATH / {env}")
     try:
-        stats = foldoc.build(foldoc.DEFAULT_DICT, foldoc.DEFAULT_INDEX, folder)
-    except foldoc.FoldocError as e:  # a damaged dictionary: this set is skipped, the others still run
-        return None, f"FOLDOC-Bool could not be built: {e}"
-    return str(folder), f"{stats['total_questions']} FOLDOC-Bool questions built -> {folder}"
+        stats = builder.build(builder.DEFAULT_DICT, builder.DEFAULT_INDEX, folder)
+    except getattr(builder, error) as e:  # a damaged dictionary: this set is skipped, the others still run
+        return None, f"{label} could not be built: {e}"
+    return str(folder), f"{stats['total_questions']} {label} questions built -> {folder}"
 
 
 def birco_source(given: str | None) -> tuple[str | None, str]:
@@ -217,9 +230,9 @@ def find_datasets(args, out: Path) -> list[DataSet]:
         elif name == "wnbool":
             path, why = wnbool_source(args.wnbool)
             found.append(DataSet("wnbool", path, why))
-        elif name == "foldoc":
-            path, why = foldoc_source(args.foldoc, out)
-            found.append(DataSet("foldoc", path, why))
+        elif name in BUILT_SETS:
+            path, why = built_source(name, getattr(args, name), out)
+            found.append(DataSet(name, path, why))
         elif name == "nevir":
             path, why = nevir_source(args.nevir)
             found.append(DataSet("nevir", path and f"nevir:{path}", why, ["PairedAcc", "Q1Acc", "Q2Acc"], NEVIR_EVAL))
@@ -402,6 +415,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--wnbool", help="WN-Bool development folder (default $BOOLCL_WNBOOL, else ../shared/wnbool-dev)")
     ap.add_argument("--foldoc", help="FOLDOC-Bool development folder (default $BOOLCL_FOLDOC, else built into "
                                      "OUT/data/foldoc from Debian's dict-foldoc)")
+    ap.add_argument("--gcide", help="GCIDE-Excl development folder (default $BOOLCL_GCIDE, else built into "
+                                    "OUT/data/gcide from Debian's dict-gcide)")
     ap.add_argument("--birco", help="BIRCO release root (default $BOOLCL_BIRCO, else ../shared/birco)")
     ap.add_argument("overrides", nargs="*", help="key=value, applied to every run")
     args = ap.parse_args(argv)
