@@ -77,7 +77,8 @@ def heads_of(folder: Path) -> dict[str, str]:
 
 def test_passages_keep_the_chosen_subjects_cleanly(gcide, tmp_path):
     dict_path, index_path = write_dictd(tmp_path, ENTRIES)
-    entries, by_name, _ = gcide.load_entries(dict_path, index_path)
+    entries, by_name, undecodable, edition = gcide.load_entries(dict_path, index_path)
+    assert (undecodable, edition) == (0, "The Collaborative International Dictionary of English")
     docs = {e.headword: e.doc for e in entries}
     assert set(docs) == {"Thrush", "Blackbird", "Cowbird", "Oboe", "Clarinet", "Gaur", "Chimaera"}
     assert docs["Thrush"] == ("Thrush: Any one of numerous species of singing birds belonging to the genus Turdus "

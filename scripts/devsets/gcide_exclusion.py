@@ -218,7 +218,8 @@ def parse_entry(raw: str) -> tuple[str, str, list[str]] | None:
     return headword, cut_text, refs
 
 
-def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[str, list[int]], int]:
+def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[str, list[int]], int, str]:
+    """The kept entries, the headword map, how many entries were not UTF-8, and the edition line."""
     rows = read_index(index_path)
     if not dict_path.is_file():
         raise GcideError(f"{dict_path}: file not found; {INSTALL_HINT}")
@@ -230,12 +231,15 @@ def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[s
     by_name: dict[str, list[int]] = defaultdict(list)
     seen: set[tuple[int, int]] = set()
     undecodable = 0
+    edition = ""
     for head, off, length, lineno in rows:
-        if head.startswith("00-database") or (off, length) in seen:
-            continue
         if off + length > len(data):
             raise GcideError(f"{index_path}:{lineno}: entry {head!r} at {off}+{length} lies outside "
                              f"{dict_path.name} ({len(data)} bytes)")
+        if head == "00-database-short":
+            edition = " ".join(data[off:off + length].decode("utf-8", "replace").split("\n", 1)[-1].split())
+        if head.startswith("00-database") or (off, length) in seen:
+            continue
         seen.add((off, length))
         try:
             raw = data[off:off + length].decode("utf-8")
@@ -250,7 +254,7 @@ def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[s
             continue  # the index line points into another entry (a sub-entry)
         entries.append(Entry(len(entries), headword, text, refs))
         by_name[" ".join(headword.lower().split())].append(entries[-1].key)
-    return entries, by_name, undecodable
+    return entries, by_name, undecodable, edition
 
 
 # --------------------------------------------------------------------------- questions
@@ -353,7 +357,7 @@ def build(dict_path: Path, index_path: Path, out: Path, seed: int = 0, per_kind:
 
 
 def write_set(dict_path: Path, index_path: Path, out: Path, seed: int, per_kind: int) -> dict:
-    entries, by_name, undecodable = load_entries(dict_path, index_path)
+    entries, by_name, undecodable, edition = load_entries(dict_path, index_path)
     pairs = candidate_pairs(entries, by_name)
     made = choose(pairs, entries, per_kind, random.Random(seed))
     pool = sorted({i for qs in made.values() for c in qs for i in (c["answer"], c["excluded"])})
@@ -370,6 +374,7 @@ def write_set(dict_path: Path, index_path: Path, out: Path, seed: int, per_kind:
     stats = {
         "name": NAME,
         "source": {"title": "GNU Collaborative International Dictionary of English (GCIDE)",
+                   "edition": edition,
                    "text": "Webster's Revised Unabridged Dictionary (1913) and its supplement",
                    "debian_package": "dict-gcide", "licence": "GNU General Public License, version 3 or later"},
         "seed": seed,
@@ -392,14 +397,15 @@ def readme(s: dict) -> str:
     k = s["kinds"]
     return f"""# GCIDE-Excl-dev: exclusion questions over dictionary entries, for choosing settings
 
-A development set of {s['total_questions']} questions of the form "A, but not B" whose passages were
-written by others: {src['text']}, as carried by the {src['title']} ({src['licence']}; read from the
+A development set of {s['total_questions']:,} questions of the form "A, but not B" whose passages were
+written by others: {src['text']}, as carried by {src['edition'] or src['title']}
+({src['licence']}; read from the
 Debian package `{src['debian_package']}`). Senses GCIDE took from WordNet are left out. Use it to choose
 settings; it is not a test set. Never train on it, nor on anything else built from GCIDE or Webster's 1913.
 
     corpus.jsonl   {s['corpus_docs']:,} passages, {{"docid", "doc"}}: "<headword>: <senses>", markup
                    removed, cut to about {s['settings']['max_words']} words
-    eval.jsonl     {s['total_questions']} questions, {{"qid", "question", "question_type": "not",
+    eval.jsonl     {s['total_questions']:,} questions, {{"qid", "question", "question_type": "not",
                    "positive_ctxs": [one answer], "negative_ctxs": [one excluded passage]}}
     stats.json     source, seed, settings, counts
 
