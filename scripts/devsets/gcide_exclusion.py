@@ -12,15 +12,17 @@ choosing settings: never train on it.
 Each question asks for one entry A and excludes one other entry B, and the pool is the A and B
 passages of all questions, so it measures two things at once: how high the answer ranks among
 passages on other subjects (MRR@10), and whether the excluded passage stays out of the top ten.
-The pairs come from the dictionary's own cross-references ({B} in GCIDE's markup):
+A pair is two entries one of which names the other, by a cross-reference ({B} in GCIDE's
+markup) or by the other's headword in its text; the named entry's headword must be specific
+(named by at most MAX_NAMED_BY entries) and share no word with the other's:
 
-- `names`: A's passage refers to B ("a species of thrush", "see {Redwing}"), so the answer
+- `names`: A's passage names B ("a species of thrush", "see Redwing"), so the answer
   itself names what the question excludes, as in many exclusion questions over linked
   encyclopedia articles;
-- `named`: B's passage refers to A, so the excluded passage names what the question asks for.
+- `named`: B's passage names A, so the excluded passage names what the question asks for.
 
-Only senses that Webster's 1913 text or its supplement wrote are used; senses GCIDE took from
-WordNet are dropped, so no passage shares a source with WN-Bool-dev. Questions are written from
+Senses GCIDE took from WordNet are dropped, so no passage shares a source with WN-Bool-dev; the
+rest is Webster's 1913 text, its supplement and GCIDE's own additions. Questions are written from
 a few templates, with A's and B's headwords.
 """
 from __future__ import annotations
@@ -72,7 +74,6 @@ ESCAPE_WORDS = {"ae": "ae", "AE": "Ae", "oe": "oe", "OE": "Oe", "thorn": "th", "
 ACCENT_RE = re.compile(r"\[(?:[\"'=`~.\-^*,]+([A-Za-z])|([A-Za-z])[\^~\"]+)\]")
 WORD_ESCAPE_RE = re.compile(r"\[(" + "|".join(re.escape(k) for k in sorted(ESCAPE_WORDS, key=len, reverse=True)) + r")\]")
 BRACKET_RE = re.compile(r"\[[^\[\]]*\]")
-DOMAIN_RE = re.compile(r"\((" + "|".join(re.escape(d) for d in DOMAINS) + r")\)")
 ANY_DOMAIN_RE = re.compile(r"\(([A-Z][a-z]{1,12}\.(?: [A-Z][a-z]+\.)?)\)")
 REF_RE = re.compile(r"\{([^{}]*)\}")
 SENSE_RE = re.compile(r"^(\d+\.|\([a-z]\))\s*")
@@ -375,11 +376,11 @@ def write_set(dict_path: Path, index_path: Path, out: Path, seed: int, per_kind:
         "name": NAME,
         "source": {"title": "GNU Collaborative International Dictionary of English (GCIDE)",
                    "edition": edition,
-                   "text": "Webster's Revised Unabridged Dictionary (1913) and its supplement",
+                   "text": "Webster's Revised Unabridged Dictionary (1913), its supplement and GCIDE's additions",
                    "debian_package": "dict-gcide", "licence": "GNU General Public License, version 3 or later"},
         "seed": seed,
         "settings": {"per_kind": per_kind, "max_words": MAX_WORDS, "min_words": MIN_WORDS,
-                     "domains": list(DOMAINS), "templates": len(TEMPLATES)},
+                     "domains": list(DOMAINS), "max_named_by": MAX_NAMED_BY, "templates": len(TEMPLATES)},
         "dictionary_entries_kept": len(entries),
         "entries_not_utf8": undecodable,
         "candidate_pairs": len(pairs),
@@ -414,7 +415,8 @@ pool, NOT NegRecall@10 how often the excluded passage is in the top ten.
 
 How it was built (scripts/devsets/gcide_exclusion.py, seed {s['seed']}): the passages are entries whose
 senses carry one of the subject labels {', '.join(s['settings']['domains'])}; a pair is two such
-entries where one refers to the other by name ({{B}} in GCIDE's markup) and their names share no word.
+entries one of which names the other (a cross-reference, {{B}} in GCIDE's markup, or the other's
+headword in its text), the named one named by at most {s['settings']['max_named_by']} entries, their names sharing no word.
 Each passage is in one question, so the pool holds the answer and the excluded passage of every question.
 - `gcide-names-*` ({k.get('names', 0)}): the answer's passage names the excluded entry.
 - `gcide-named-*` ({k.get('named', 0)}): the excluded passage names the answer.
