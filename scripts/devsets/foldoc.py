@@ -29,7 +29,6 @@ entry plus other entries of the same categories, chosen by the seeded generator,
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
 import json
 import math
@@ -37,20 +36,19 @@ import random
 import re
 import sys
 import time
-import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from boolcl.errors import ConfigError
-from boolcl.files import new_folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dictd import DictdError, check_span, read_dict, read_index, write_whole  # noqa: E402
+
+from boolcl.errors import ConfigError  # noqa: E402
 
 NAME = "FOLDOC-Bool-dev"
 DEFAULT_DICT = Path("/usr/share/dictd/foldoc.dict.dz")
 DEFAULT_INDEX = Path("/usr/share/dictd/foldoc.index")
 INSTALL_HINT = "install FOLDOC with `apt-get install dict-foldoc`, or give --dict and --index"
-B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"  # dictd's offsets, big-endian
-B64_VALUE = {c: i for i, c in enumerate(B64)}
 
 MAX_WORDS = 120  # a passage is its headword plus about this many words of definition
 MIN_WORDS = 8  # shorter definitions (pointers to another entry) are left out
@@ -130,8 +128,7 @@ NEWSGROUP_RE = re.compile(r"\{?Usenet\}? newsgroups?:?(\s*(and\s*)?\{?news:[^\s}
 BOOLEAN_WORDS = {"and", "or", "not", "xor", "nand", "nor", "but", "except", "either", "neither", "both", "other"}
 
 
-class FoldocError(Exception):
-    """A problem with the input files; the message names the file (and line)."""
+FoldocError = DictdError  # a problem with the input files; the message names the file (and line)
 
 
 @dataclass
@@ -157,51 +154,6 @@ class Entry:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-def b64_number(s: str, path: Path, lineno: int) -> int:
-    if not s:
-        raise FoldocError(f"{path}:{lineno}: empty offset or length (expected dictd base64 digits)")
-    n = 0
-    for ch in s:
-        if ch not in B64_VALUE:
-            raise FoldocError(f"{path}:{lineno}: {s!r} is not a dictd base64 number (bad character {ch!r})")
-        n = n * 64 + B64_VALUE[ch]
-    return n
-
-
-def read_index(path: Path) -> list[tuple[str, int, int, int]]:
-    """Rows (headword, offset, length, line number) of a dictd .index file."""
-    if not path.is_file():
-        raise FoldocError(f"{path}: file not found; {INSTALL_HINT}")
-    rows = []
-    with open(path, encoding="utf-8", errors="strict") as f:
-        try:
-            for lineno, line in enumerate(f, 1):
-                line = line.rstrip("\n")
-                if not line.strip():
-                    continue
-                parts = line.split("\t")
-                if len(parts) != 3:
-                    raise FoldocError(f"{path}:{lineno}: expected 'headword<TAB>offset<TAB>length' (3 fields), "
-                                      f"got {len(parts)}: {line[:80]!r}")
-                head, off, length = parts
-                rows.append((head, b64_number(off, path, lineno), b64_number(length, path, lineno), lineno))
-        except UnicodeDecodeError as e:
-            raise FoldocError(f"{path}:{lineno + 1}: not UTF-8 ({e.reason})") from None
-    if not rows:
-        raise FoldocError(f"{path}: holds no index lines")
-    return rows
-
-
-def read_dict(path: Path) -> bytes:
-    if not path.is_file():
-        raise FoldocError(f"{path}: file not found; {INSTALL_HINT}")
-    try:
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    except (OSError, EOFError, zlib.error) as e:
-        raise FoldocError(f"{path}: not a dictzip/gzip file ({e})") from None
 
 
 # --------------------------------------------------------------------------- parsing
@@ -309,13 +261,11 @@ def cut(text: str, max_words: int = MAX_WORDS) -> str:
 
 def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[str, list[int]], str]:
     """Every entry of the dictionary, cross-references resolved; the headword map; the edition line."""
-    rows = read_index(index_path)
-    data = read_dict(dict_path)
+    rows = read_index(index_path, INSTALL_HINT)
+    data = read_dict(dict_path, INSTALL_HINT)
     spans: dict[tuple[int, int], list[str]] = {}
     for head, off, length, lineno in rows:
-        if off + length > len(data) or length <= 0:
-            raise FoldocError(f"{index_path}:{lineno}: entry {head!r} at offset {off} length {length} lies outside "
-                              f"{dict_path} ({len(data)} bytes uncompressed)")
+        check_span(head, off, length, lineno, data, index_path, dict_path)
         spans.setdefault((off, length), []).append(head)
     edition = ""
     entries: list[Entry] = []
@@ -551,23 +501,12 @@ class Builder:
 # --------------------------------------------------------------------------- writing
 
 
-def made_here(folder: Path) -> bool:
-    """A folder this builder wrote (its stats.json names the set): rebuilt in place without --overwrite."""
-    try:
-        return json.loads((folder / "stats.json").read_text(encoding="utf-8")).get("name") == NAME
-    except (OSError, ValueError):
-        return False
-
-
 def build(dict_path: Path, index_path: Path, out: Path, seed: int = 0, per_type: int = 300,
           max_passages: int = 8000, overwrite: bool = False) -> dict:
     """Write the set to `out`, whole or not at all: a folder that holds anything else is refused
     unless `overwrite`."""
-    if out.is_dir() and any(out.iterdir()) and not (overwrite or made_here(out)):
-        raise FoldocError(f"{out} holds other files and is not a set this builder wrote: choose another --out, "
-                          "or pass --overwrite to write into it (files of the same name are replaced)")
-    with new_folder(out, overwrite=True) as partial:  # checked just above
-        return write_set(dict_path, index_path, Path(partial), seed, per_type, max_passages)
+    return write_whole(out, NAME, overwrite,
+                       lambda folder: write_set(dict_path, index_path, folder, seed, per_type, max_passages))
 
 
 def write_set(dict_path: Path, index_path: Path, out: Path, seed: int, per_type: int, max_passages: int) -> dict:

@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from foldoc import FoldocError, b64_number, read_dict  # noqa: E402  (dictd reading, shared)
+from dictd import DictdError, check_span, read_dict, read_index, write_whole  # noqa: E402
 
 from boolcl.errors import ConfigError  # noqa: E402
-from boolcl.files import new_folder  # noqa: E402
 
 NAME = "GCIDE-Excl-dev"
 DEFAULT_DICT = Path("/usr/share/dictd/gcide.dict.dz")
@@ -84,8 +83,7 @@ QUOTE_RE = re.compile(r"--\s*[A-Z][A-Za-z.]*")
 NAME_OK_RE = re.compile(r"^[A-Za-z][A-Za-z \-']*$")
 
 
-class GcideError(Exception):
-    """A problem with the input files; the message names the file (and line)."""
+GcideError = DictdError  # a problem with the input files; the message names the file (and line)
 
 
 @dataclass
@@ -105,30 +103,6 @@ class Entry:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-def read_index(path: Path) -> list[tuple[str, int, int, int]]:
-    """Rows (headword, offset, length, line number) of a dictd .index file."""
-    if not path.is_file():
-        raise GcideError(f"{path}: file not found; {INSTALL_HINT}")
-    rows = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) != 3:
-                raise GcideError(f"{path}:{lineno}: expected 'headword<TAB>offset<TAB>length' (3 fields), "
-                                 f"got {len(parts)}: {line[:80]!r}")
-            head, off, length = parts
-            try:
-                rows.append((head, b64_number(off, path, lineno), b64_number(length, path, lineno), lineno))
-            except FoldocError as e:
-                raise GcideError(str(e)) from None
-    if not rows:
-        raise GcideError(f"{path}: holds no index lines")
-    return rows
 
 
 def unescape(s: str) -> str:
@@ -221,22 +195,15 @@ def parse_entry(raw: str) -> tuple[str, str, list[str]] | None:
 
 def load_entries(dict_path: Path, index_path: Path) -> tuple[list[Entry], dict[str, list[int]], int, str]:
     """The kept entries, the headword map, how many entries were not UTF-8, and the edition line."""
-    rows = read_index(index_path)
-    if not dict_path.is_file():
-        raise GcideError(f"{dict_path}: file not found; {INSTALL_HINT}")
-    try:
-        data = read_dict(dict_path)
-    except FoldocError as e:
-        raise GcideError(str(e)) from None
+    rows = read_index(index_path, INSTALL_HINT)
+    data = read_dict(dict_path, INSTALL_HINT)
     entries: list[Entry] = []
     by_name: dict[str, list[int]] = defaultdict(list)
     seen: set[tuple[int, int]] = set()
     undecodable = 0
     edition = ""
     for head, off, length, lineno in rows:
-        if off + length > len(data):
-            raise GcideError(f"{index_path}:{lineno}: entry {head!r} at {off}+{length} lies outside "
-                             f"{dict_path.name} ({len(data)} bytes)")
+        check_span(head, off, length, lineno, data, index_path, dict_path)
         if head == "00-database-short":
             edition = " ".join(data[off:off + length].decode("utf-8", "replace").split("\n", 1)[-1].split())
         if head.startswith("00-database") or (off, length) in seen:
@@ -339,22 +306,11 @@ def choose(pairs: list[tuple[int, int]], entries: list[Entry], per_kind: int, rn
 # --------------------------------------------------------------------------- writing
 
 
-def made_here(folder: Path) -> bool:
-    try:
-        return json.loads((folder / "stats.json").read_text(encoding="utf-8")).get("name") == NAME
-    except (OSError, ValueError):
-        return False
-
-
 def build(dict_path: Path, index_path: Path, out: Path, seed: int = 0, per_kind: int = PER_KIND,
           overwrite: bool = False) -> dict:
     """Write the set to `out`, whole or not at all: a folder that holds anything else is refused
     unless `overwrite`."""
-    if out.is_dir() and any(out.iterdir()) and not (overwrite or made_here(out)):
-        raise GcideError(f"{out} holds other files and is not a set this builder wrote: choose another --out, "
-                         "or pass --overwrite to write into it (files of the same name are replaced)")
-    with new_folder(out, overwrite=True) as partial:  # checked just above
-        return write_set(dict_path, index_path, Path(partial), seed, per_kind)
+    return write_whole(out, NAME, overwrite, lambda folder: write_set(dict_path, index_path, folder, seed, per_kind))
 
 
 def write_set(dict_path: Path, index_path: Path, out: Path, seed: int, per_kind: int) -> dict:
