@@ -1,7 +1,9 @@
 """Every list of exclusion wordings in boolcl, in one place.
 
 They differ on purpose, each for its reader, and the differences are stated beside them:
-the rules must find where an exclusion lies (EXCLUSION_INFIX / EXCLUSION_PREFIX); the
+the rules must find where an exclusion lies (EXCLUSION_INFIX / EXCLUSION_PREFIX), and the
+trainer composes label-free exclusion questions from the markers among them that join a clause
+(COMPOSE_INFIX / COMPOSE_PREFIX); the
 generator's answer check only asks whether a question contains any negation at all
 (NEGATION_CUES, deliberately broad); the offline generator splits its own compositions
 (OFFLINE_NOT_MARKERS, only what compose_not writes and its neighbours); and UNSEEN_WORDINGS
@@ -24,6 +26,15 @@ EXCLUSION_INFIX = sorted(["other than", "apart from", "aside from", "besides", "
 # ... and exclusions before it: "Besides X, which Y?"
 EXCLUSION_PREFIX = re.compile(r"^(?:besides|other than|apart from|aside from|except for|excluding)\s+(?P<neg>[^,]+),\s*"
                          r"(?P<pos>.+)$", re.I)
+
+# Decomposition distillation's composed questions (boolcl.train.decomposition.compose_questions): the
+# rules' own markers that join a kept question to a dropped part as a clause, so the rules split each
+# composed question back into the parts it was built from. Bare verb negations ("is not", "never")
+# and "without" are left out: they negate the kept question's own verb rather than name something
+# to drop; "that is not" and its kin stay, as in "a doctor that is not a surgeon".
+COMPOSE_INFIX = [m for m in EXCLUSION_INFIX if not re.fullmatch(
+    r"(?:is|are|were|do|does)(?: not|n't)|not|never|that never|without", m)]
+COMPOSE_PREFIX = ["besides", "other than", "apart from", "aside from", "except for", "excluding"]
 
 # The generator's consistency check (boolcl.generate.parse): does a text negate at all? Broader than
 # the rules on purpose ("unlike", "lacking", "non-"): it only has to notice, not to split.

@@ -108,3 +108,120 @@ def test_decomposition_targets_without_the_start_are_refused(tiny_model_dir):
     model, _ = loop.build_model(cfg)
     with pytest.raises(ValueError, match="pass `start`"):
         loop.build_data(cfg, model, cfg.train.batch_size, None, None)
+
+
+def sample_items():
+    """The bundled sample's training questions as the trainer holds them (parts and passage group)."""
+    import json
+    from types import SimpleNamespace
+
+    from boolcl.data.loaders import SAMPLE_DIR
+    from boolcl.train.mixing import passage_group
+
+    rows = [TrainingExample.from_dict(json.loads(line)) for line in (SAMPLE_DIR / "train.jsonl").open()]
+    return [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
+
+
+def test_composed_questions_split_back_into_the_parts_they_were_built_from():
+    from boolcl.logic.grammar import Not
+    from boolcl.logic.rules import rule_decompose
+    from boolcl.train.decomposition import compose_questions
+    from boolcl.words import COMPOSE_INFIX, COMPOSE_PREFIX
+
+    items = sample_items()
+    questions, parts = compose_questions(items, 600)
+    assert len(questions) == len(parts) == 600 and len(set(questions)) == 600
+    kept = {it.not_parts[0].rstrip("?") for it in items if it.not_parts}
+    prefixed = 0
+    for q, (keep, drop) in zip(questions, parts):
+        expr = rule_decompose(q)
+        assert isinstance(expr, Not) and (expr.pos.text, expr.neg.text) == (keep, drop), q
+        assert keep.rstrip("?") in kept  # the kept part is a pool question's, as written
+        low = q.lower()
+        prefixed += low.startswith(tuple(COMPOSE_PREFIX))
+        assert low.startswith(tuple(COMPOSE_PREFIX)) or any(f", {m} " in low for m in COMPOSE_INFIX), q
+    assert 0.1 < prefixed / 600 < 0.3  # about a fifth put the exclusion first
+    assert compose_questions(items, 600) == (questions, parts)  # same pool, same questions
+    assert compose_questions(items, 600, seed=1)[0] != questions
+    assert compose_questions([it for it in items if it.not_parts is None], 10) == ([], [])
+
+
+def test_composed_questions_prefer_a_dropped_part_over_the_same_passages():
+    from boolcl.train.decomposition import compose_questions
+
+    items = sample_items()
+    group_of_drop, group_of_keep = {}, {}
+    for it in items:
+        if it.not_parts:
+            group_of_keep.setdefault(it.not_parts[0].rstrip("?"), set()).add(it.group)
+            group_of_drop.setdefault(it.not_parts[1].rstrip("?"), set()).add(it.group)
+
+    def same_group_share(share: float) -> float:
+        questions, parts = compose_questions(items, 400, same_group=share, prefix=0.0)
+        near = [bool(group_of_keep[k.rstrip("?")] & group_of_drop.get(d.rstrip("?"), set())) for k, d in parts]
+        return sum(near) / len(near)
+
+    assert same_group_share(1.0) > 0.95  # a few dropped parts are re-split and lose their group
+    assert same_group_share(0.0) < 0.2
+
+
+def test_composed_questions_join_each_batch_with_their_targets(tiny_model_dir):
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.collate import Batch
+
+    tok = load_model(str(tiny_model_dir)).tokenizer
+    t0 = torch.full((4,), 1.0)
+    items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, target=t0),
+             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple")]
+    term = DecompositionDistill(1.0, composed=3)
+    term.extra_questions = [f"composed {i}, other than y{i}?" for i in range(10)]
+    term.extra_targets = torch.arange(10, dtype=torch.float).repeat_interleave(4).view(10, 4) + 2
+    ds = ItemDataset(items, 1)
+    picks = [ds[i] for i in range(2)]
+    batch = Collator(tok, 16, 1, terms=[term])(picks)
+    assert batch.query_features["input_ids"].shape[0] == 2 + 3  # the batch's queries, then three composed ones
+    assert batch.rows_of("decomposition") == slice(2, 5)
+    targets = batch.extra["decomposition"]["targets"]
+    assert targets.shape == (1 + 3, 4) and targets[0].tolist() == t0.tolist()
+    drawn = [int(v) - 2 for v in targets[1:, 0].tolist()]
+    texts = tok.batch_decode(batch.query_features["input_ids"][2:], skip_special_tokens=True)
+    assert texts == [term.extra_questions[i].lower() for i in drawn]  # each composed row with its own target
+    again = Collator(tok, 16, 1, terms=[term])(picks)
+    assert torch.equal(again.extra["decomposition"]["targets"], targets)  # the same batch draws the same ones
+    # the loss is 1 - cos over the NOT item's row and the composed rows alike
+    q = torch.randn(5, 4)
+    expected = (1 - F.cosine_similarity(q[[0, 2, 3, 4]], targets)).mean()
+    assert term(q, torch.zeros(0, 4), batch).item() == pytest.approx(expected.item(), rel=1e-6)
+    off = Collator(tok, 16, 1, terms=[DecompositionDistill(1.0)])(picks)
+    assert off.query_features["input_ids"].shape[0] == 2 and off.rows_of("decomposition") == slice(2, 2)
+
+
+def test_composed_questions_get_the_starts_arithmetic_as_target_in_training(tiny_model_dir, not_pool, tmp_path):
+    from conftest import plus_cfg
+
+    from boolcl.retrieval.models import load_model
+    from boolcl.train.loop import build_data, build_model
+
+    with pytest.raises(ConfigError, match="train.decomposition.composed"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.composed=-1"])
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.composed=4")
+    torch.manual_seed(cfg.seed)
+    model, start = build_model(cfg)
+    data = build_data(cfg, model, 2, None, None, start)
+    term = data.terms[-1]
+    assert term.name == "decomposition" and data.mix["decomposition"]["composed"] == len(term.extra_questions) > 4
+    batch = data.loader.collate_fn([data.dataset[i] for i in range(2)])
+    rows = batch.rows_of("decomposition")
+    assert rows.stop - rows.start == 4
+    ids, mask = batch.query_features["input_ids"][rows], batch.query_features["attention_mask"][rows].bool()
+    index = {tuple(x): i for i, x in enumerate(model.tokenizer(term.extra_questions, truncation=True,
+                                                               max_length=cfg.train.max_length)["input_ids"])}
+    drawn = [index[tuple(ids[j][mask[j]].tolist())] for j in range(len(ids))]
+    plain = load_model(str(tiny_model_dir), similarity="cosine", max_length=32).eval()
+    enc = lambda xs: plain.encode(xs, convert_to_tensor=True, normalize_embeddings=True).float().cpu()
+    questions = [term.extra_questions[i] for i in drawn]
+    parts = [term.extra_parts[i] for i in drawn]
+    d = cfg.train.decomposition
+    expected = d.anchor * enc(questions) + enc([k for k, _ in parts]) - d.drop * enc([x for _, x in parts])
+    got = batch.extra["decomposition"]["targets"][-4:]
+    assert torch.allclose(got, expected, atol=1e-5)

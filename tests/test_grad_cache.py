@@ -72,6 +72,7 @@ VARIANTS = {  # name: (pool fixture, overrides, terms the step must report)
     "lora": ("pool", ["train.lora.enabled=true", "train.lora.r=4"], {"contrastive"}),
     "packed": ("pool", ["train.packed=true"], {"contrastive"}),
     "not_terms": ("not_pool", [], {"contrastive", "retention", "decomposition"}),
+    "composed": ("not_pool", ["train.decomposition.composed=5"], {"contrastive", "retention", "decomposition"}),
 }
 
 

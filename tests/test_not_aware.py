@@ -273,7 +273,7 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     assert terms == {"loss_contrastive", "loss_retention", "loss_decomposition"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice
-    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0}
+    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": 0}
     assert json.loads((out / "modules.json").read_text())[1]["type"].endswith(".Pooling")  # sentence-transformers
     for r in log:
         parts = sum(v for k, v in r.items() if k.startswith("loss_"))

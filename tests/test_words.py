@@ -51,3 +51,14 @@ def test_unseen_wordings_script_rewords_every_splittable_held_out_not_question(t
                 for w in words.UNSEEN_WORDINGS]
     assert all(any(p.match(r["question"]) for p in patterns) for r in rows)  # each through an unseen wording
     assert (tmp_path / "u" / "corpus.jsonl").read_bytes() == (SAMPLE_DIR / "corpus.jsonl").read_bytes()
+
+
+def test_composed_questions_use_only_markers_the_rules_split():
+    """The trainer's composed questions join parts with the rules' own markers, so none of the
+    held-out wordings is ever trained on and every composed question splits back."""
+    assert set(words.COMPOSE_INFIX) <= set(words.EXCLUSION_INFIX)
+    for marker in words.COMPOSE_PREFIX:
+        assert words.EXCLUSION_PREFIX.match(f"{marker} the cello, which string instruments are there?"), marker
+    for marker in [*words.COMPOSE_INFIX, *words.COMPOSE_PREFIX]:
+        assert not any(_markers(w) in marker or marker in _markers(w) for w in words.UNSEEN_WORDINGS), marker
+    assert "other than" in words.COMPOSE_INFIX and "is not" not in words.COMPOSE_INFIX

@@ -37,6 +37,7 @@ class DecompositionCfg:
     weight: float = 0.0  # 0: off
     drop: float = 1.0  # how hard the dropped part is subtracted
     anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
+    composed: int = 0  # NOT questions composed from the pool's own parts, added to each batch with their targets only
 
 
 @dataclass

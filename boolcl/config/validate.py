@@ -49,6 +49,7 @@ RANGES = {
     "train.eval_max_corpus": ">= 1 or null (the whole corpus)", "train.num_workers": ">= 0",
     "train.retention.weight": ">= 0",
     "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0", "train.decomposition.anchor": ">= 0",
+    "train.decomposition.composed": ">= 0 (composed NOT questions per batch; 0: none)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",
     "eval.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
     "eval.shard_size": ">= 1 (passages per cache shard)", "eval.max_corpus": ">= 1 or null (the whole corpus)",

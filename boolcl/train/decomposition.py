@@ -17,9 +17,15 @@ X and Y come from the offline decomposer's rules on the question's text, else fr
 example's provenance when it records them (the sample's `disjunctive` and
 `excluded_question`; `boolcl generate`'s `broad_question` and the simple question of its
 `target`).
+
+The target needs no passage, so more NOT questions than the pool holds can be taught:
+`compose_questions` joins the pool's kept questions to its dropped parts with the rules'
+markers (train.decomposition.composed per batch). The operator is then learnt over many
+pairings and wordings instead of the few hundred the pool was written with.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +34,7 @@ import torch
 from boolcl.data.schema import TrainingExample
 from boolcl.logic.grammar import Not, Term
 from boolcl.logic.rules import rule_decompose
+from boolcl.words import COMPOSE_INFIX, COMPOSE_PREFIX
 
 
 def partner_question(ex: TrainingExample) -> str | None:
@@ -112,3 +119,54 @@ def attach_targets(embed, plan: Plan, items, *, drop: float, anchor: float, norm
         it.target = v
         counts[it.not_parts[2]] += 1
     return counts
+
+
+def _plain(text: str) -> str:
+    return text.strip().rstrip("?.").strip()
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def compose_questions(items, n: int, *, same_group: float = 0.7, prefix: float = 0.2,
+                      seed: int = 0) -> tuple[list[str], list[tuple[str, str]]]:
+    """Up to `n` new NOT questions and their (kept, dropped) parts, from the NOT items' parts.
+
+    Each joins one item's kept question to a dropped part, of an item over the same passages
+    (`group`) with probability `same_group`, else of any item, with a marker from
+    words.COMPOSE_INFIX ("X, other than Y?") or, with probability `prefix`, COMPOSE_PREFIX
+    ("Other than Y, x?"). The parts kept are the rules' split of the composed text, so its
+    target is computed as a pool question's is; a text the rules split anywhere but where it
+    was joined is skipped.
+    The same items and `seed` give the same questions, in the same order."""
+    chosen = [it for it in items if it.not_parts is not None]
+    keeps = sorted({(it.group or "", _plain(it.not_parts[0])) for it in chosen})
+    drops = sorted({(it.group or "", _plain(it.not_parts[1])) for it in chosen})
+    if not keeps or not drops:
+        return [], []
+    by_group: dict[str, list[str]] = {}
+    for group, text in drops:
+        by_group.setdefault(group, []).append(text)
+    rng = random.Random(seed)
+    questions, parts, seen = [], [], set()
+    for _ in range(50 * n):
+        if len(questions) >= n:
+            break
+        group, keep = rng.choice(keeps)
+        near = by_group.get(group) if group else None
+        dropped = rng.choice(near) if near and rng.random() < same_group else rng.choice(drops)[1]
+        if rng.random() < prefix:
+            marker = rng.choice(COMPOSE_PREFIX)
+            text = f"{marker[:1].upper()}{marker[1:]} {_lower_first(dropped)}, {_lower_first(keep)}?"
+        else:
+            text = f"{keep}, {rng.choice(COMPOSE_INFIX)} {_lower_first(dropped)}?"
+        expr = rule_decompose(text)
+        if text in seen or not (isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term)
+                                and _plain(expr.pos.text).lower() == keep.lower()
+                                and _plain(expr.neg.text).lower() == dropped.lower()):
+            continue  # the rules would split it elsewhere (a comma inside the dropped part, say)
+        seen.add(text)
+        questions.append(text)
+        parts.append((expr.pos.text, expr.neg.text))
+    return questions, parts

@@ -1,8 +1,17 @@
 """Decomposition distillation (train.decomposition): each NOT question's embedding points where the
 frozen starting model's decomposition arithmetic puts it, 1 - cos(student, target); a
 direction, since a query's length scales all its scores alike and leaves its ranking
-unchanged. The targets and why they carry over to unseen topics: train/decomposition.py."""
+unchanged. The targets and why they carry over to unseen topics: train/decomposition.py.
+
+With `composed` > 0, each batch also carries that many NOT questions composed from the pool's
+own parts (decomposition.compose_questions), drawn from a fixed set of COMPOSED_SET by a
+digest of the batch, so a resumed run and every process draw the same ones for the same
+batch. They have a target and no passages: they teach the operator over more pairings and
+wordings without another contrastive step."""
 from __future__ import annotations
+
+import hashlib
+import random
 
 import torch
 import torch.nn.functional as F
@@ -12,40 +21,67 @@ from boolcl.train.collate import Batch
 from boolcl.train.terms.base import Core, Extra, Term
 
 
+COMPOSED_SET = 4000  # composed questions to draw from: a run of the tiny recipe draws about 1,600
+
+
 class DecompositionDistill(Term):
     name = "decomposition"
     reads_start = True
 
-    def __init__(self, weight: float, drop: float = 1.25, anchor: float = 0.5, normalize: bool = True):
+    def __init__(self, weight: float, drop: float = 1.25, anchor: float = 0.5, normalize: bool = True,
+                 composed: int = 0):
         super().__init__(weight)
-        self.drop, self.anchor, self.normalize = drop, anchor, normalize
+        self.drop, self.anchor, self.normalize, self.composed = drop, anchor, normalize, composed
         self.prompt = None
+        self.extra_questions: list[str] = []  # the composed questions, with their targets (attach)
+        self.extra_parts: list[tuple[str, str]] = []
+        self.extra_targets = torch.zeros((0, 0))
 
     @classmethod
     def from_config(cls, t, similarity: str) -> DecompositionDistill:
         d = t.decomposition
-        return cls(d.weight, float(d.drop), float(d.anchor), normalize=similarity == "cosine")
+        return cls(d.weight, float(d.drop), float(d.anchor), normalize=similarity == "cosine",
+                   composed=int(d.composed))
 
     def collate(self, core: Core) -> Extra:
         rows = [i for i, b in enumerate(core.picks) if b.get("target") is not None]
         targets = [core.picks[i]["target"] for i in rows]
-        return Extra(tensors={"rows": torch.tensor(rows, dtype=torch.long),
-                              "targets": torch.stack(targets) if targets else torch.zeros((0, 0))})
+        queries = []
+        if self.composed and self.extra_questions:
+            digest = hashlib.blake2b("\n".join(b["query"] for b in core.picks).encode(), digest_size=8).digest()
+            drawn = random.Random(int.from_bytes(digest, "little")).sample(
+                range(len(self.extra_questions)), min(self.composed, len(self.extra_questions)))
+            queries = [self.extra_questions[i] for i in drawn]
+            targets += [self.extra_targets[i] for i in drawn]
+        return Extra(queries=queries, tensors={"rows": torch.tensor(rows, dtype=torch.long),
+                                               "targets": torch.stack(targets) if targets else torch.zeros((0, 0))})
 
     def start_rows(self, items, collator) -> list[str]:
         self.prompt = collator.query_prompt
-        return decomposition.Plan.of(items).rows(self.prompt)
+        if self.composed:
+            self.extra_questions, self.extra_parts = decomposition.compose_questions(items, COMPOSED_SET)
+        return (decomposition.Plan.of(items).rows(self.prompt)
+                + decomposition.target_texts(self.extra_questions, self.extra_parts, self.prompt))
 
     def attach(self, table, items) -> dict:
-        """Every NOT item that splits gets its target, from the start, before any step (and on resume)."""
+        """Every NOT item that splits gets its target, from the start, before any step (and on
+        resume); so does every composed question."""
         counts = decomposition.attach_targets(table.embed, decomposition.Plan.of(items), items,
                                               drop=self.drop, anchor=self.anchor, normalize=self.normalize,
                                               prompt=self.prompt)
+        if self.extra_questions:
+            self.extra_targets = decomposition.teacher_targets(
+                table.embed, self.extra_questions, self.extra_parts, drop=self.drop, anchor=self.anchor,
+                normalize=self.normalize, prompt=self.prompt)
+        counts["composed"] = len(self.extra_questions)
         return {"decomposition": counts}
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, batch: Batch) -> torch.Tensor | None:
+        """1 - cos over the batch's NOT questions with a target and its composed questions."""
         mine = batch.extra[self.name]
-        if not len(mine["rows"]):
+        rows = torch.cat([mine["rows"].to(q.device),
+                          torch.arange(*batch.rows.get(self.name, (0, 0)), device=q.device)])
+        if not len(rows):
             return None
-        student, targets = q[mine["rows"]].float(), mine["targets"].to(q.device).float()
+        student, targets = q[rows].float(), mine["targets"].to(q.device).float()
         return (1 - F.cosine_similarity(student, targets, dim=-1)).mean()
