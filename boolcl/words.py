@@ -24,8 +24,8 @@ EXCLUSION_INFIX = sorted(["other than", "apart from", "aside from", "besides", "
                      "are not", "aren't", "is not", "isn't", "were not", "weren't", "do not", "don't",
                      "does not", "doesn't", "never", "not"], key=len, reverse=True)
 # ... and exclusions before it: "Besides X, which Y?"
-EXCLUSION_PREFIX = re.compile(r"^(?:besides|other than|apart from|aside from|except for|excluding)\s+(?P<neg>[^,]+),\s*"
-                         r"(?P<pos>.+)$", re.I)
+PREFIX_MARKERS = ["besides", "other than", "apart from", "aside from", "except for", "excluding"]
+EXCLUSION_PREFIX = re.compile(r"^(?:%s)\s+(?P<neg>[^,]+),\s*(?P<pos>.+)$" % "|".join(PREFIX_MARKERS), re.I)
 
 # Decomposition distillation's composed questions (boolcl.train.decomposition.compose_questions): the
 # rules' own markers that join a kept question to a dropped part as a clause, so the rules split each
@@ -34,7 +34,7 @@ EXCLUSION_PREFIX = re.compile(r"^(?:besides|other than|apart from|aside from|exc
 # to drop; "that is not" and its kin stay, as in "a doctor that is not a surgeon".
 COMPOSE_INFIX = [m for m in EXCLUSION_INFIX if not re.fullmatch(
     r"(?:is|are|were|do|does)(?: not|n't)|not|never|that never|without", m)]
-COMPOSE_PREFIX = ["besides", "other than", "apart from", "aside from", "except for", "excluding"]
+COMPOSE_PREFIX = PREFIX_MARKERS
 
 # The generator's consistency check (boolcl.generate.parse): does a text negate at all? Broader than
 # the rules on purpose ("unlike", "lacking", "non-"): it only has to notice, not to split.

@@ -46,6 +46,14 @@ def partner_question(ex: TrainingExample) -> str | None:
     return text if isinstance(text, str) and text.strip() else None
 
 
+def rule_parts(question: str) -> tuple[str, str] | None:
+    """(kept, dropped) where the offline rules read the question as "kept but not dropped", else None."""
+    expr = rule_decompose(question)
+    if isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term):
+        return expr.pos.text, expr.neg.text
+    return None
+
+
 def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
     """(kept question, dropped part, source) of a NOT example, or None when neither source splits it.
 
@@ -55,9 +63,9 @@ def not_parts(ex: TrainingExample) -> tuple[str, str, str] | None:
     """
     if ex.question_type != "not":
         return None
-    expr = rule_decompose(ex.question)
-    if isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term):
-        return expr.pos.text, expr.neg.text, "rules"
+    split = rule_parts(ex.question)
+    if split is not None:
+        return (*split, "rules")
     prov = ex.provenance or {}
     keep, drop = partner_question(ex), prov.get("excluded_question")
     if drop is None and isinstance(prov.get("simple_questions"), dict) and len(prov.get("target") or []) == 1:
@@ -161,12 +169,10 @@ def compose_questions(items, n: int, *, same_group: float = 0.7, prefix: float =
             text = f"{marker[:1].upper()}{marker[1:]} {_lower_first(dropped)}, {_lower_first(keep)}?"
         else:
             text = f"{keep}, {rng.choice(COMPOSE_INFIX)} {_lower_first(dropped)}?"
-        expr = rule_decompose(text)
-        if text in seen or not (isinstance(expr, Not) and isinstance(expr.pos, Term) and isinstance(expr.neg, Term)
-                                and _plain(expr.pos.text).lower() == keep.lower()
-                                and _plain(expr.neg.text).lower() == dropped.lower()):
+        split = None if text in seen else rule_parts(text)
+        if split is None or (_plain(split[0]).lower(), _plain(split[1]).lower()) != (keep.lower(), dropped.lower()):
             continue  # the rules would split it elsewhere (a comma inside the dropped part, say)
         seen.add(text)
         questions.append(text)
-        parts.append((expr.pos.text, expr.neg.text))
+        parts.append(split)
     return questions, parts
