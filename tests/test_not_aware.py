@@ -264,6 +264,22 @@ def test_demo_takes_the_recipe_it_is_given():
 
 # ---------------------------------------------------------------- runs
 
+
+def composable(pool) -> int:
+    """How many composed questions the recipe's decomposition term can build from a pool's NOT questions."""
+    from types import SimpleNamespace
+
+    from boolcl.data.schema import TrainingExample
+    from boolcl.train.decomposition import compose_questions, not_parts
+    from boolcl.train.mixing import passage_group
+    from boolcl.train.terms.decomposition import COMPOSED_SET
+
+    rows = [TrainingExample.from_dict(json.loads(line)) for line in pool.read_text().splitlines()]
+    items = [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
+    questions, _ = compose_questions(items, COMPOSED_SET)
+    assert questions  # the pool's NOT questions do compose
+    return len(questions)
+
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
@@ -272,8 +288,9 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     terms = {k for r in log for k in r if k.startswith("loss_")}
     assert terms == {"loss_contrastive", "loss_retention", "loss_decomposition"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
-    # the pool is also the original data here, so its 4 NOT questions come twice
-    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": 0}
+    # the pool is also the original data here, so its 4 NOT questions come twice; the recipe
+    # composes more from their parts (duplicates give no new parts)
+    assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": composable(not_pool)}
     assert json.loads((out / "modules.json").read_text())[1]["type"].endswith(".Pooling")  # sentence-transformers
     for r in log:
         parts = sum(v for k, v in r.items() if k.startswith("loss_"))
