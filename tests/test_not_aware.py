@@ -264,7 +264,6 @@ def test_demo_takes_the_recipe_it_is_given():
 
 # ---------------------------------------------------------------- runs
 
-
 def composable(pool) -> int:
     """How many composed questions the recipe's decomposition term can build from a pool's NOT questions."""
     from types import SimpleNamespace
@@ -279,6 +278,7 @@ def composable(pool) -> int:
     questions, _ = compose_questions(items, COMPOSED_SET)
     assert questions  # the pool's NOT questions do compose
     return len(questions)
+
 
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
