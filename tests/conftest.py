@@ -145,6 +145,18 @@ def not_pool(tmp_path, small_set):
     return write_pool(tmp_path / "pool", rows, small_set)
 
 
+def pool_items(path: Path) -> list:
+    """A training pool's questions as the trainer holds them for composing (parts and passage group)."""
+    from types import SimpleNamespace
+
+    from boolcl.data.schema import TrainingExample
+    from boolcl.train.decomposition import not_parts
+    from boolcl.train.mixing import passage_group
+
+    rows = [TrainingExample.from_dict(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
+
+
 def plus_cfg(model_dir, pool, out, *extra):
     """not_plus_tiny on a tiny model and pool: batch 2, two epochs."""
     from boolcl.config import compose

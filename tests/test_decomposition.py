@@ -2,6 +2,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import pool_items
 
 from boolcl.config import compose
 from boolcl.data.schema import TrainingExample
@@ -112,14 +113,9 @@ def test_decomposition_targets_without_the_start_are_refused(tiny_model_dir):
 
 def sample_items():
     """The bundled sample's training questions as the trainer holds them (parts and passage group)."""
-    import json
-    from types import SimpleNamespace
-
     from boolcl.data.loaders import SAMPLE_DIR
-    from boolcl.train.mixing import passage_group
 
-    rows = [TrainingExample.from_dict(json.loads(line)) for line in (SAMPLE_DIR / "train.jsonl").open()]
-    return [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
+    return pool_items(SAMPLE_DIR / "train.jsonl")
 
 
 def test_composed_questions_split_back_into_the_parts_they_were_built_from():

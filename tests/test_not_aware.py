@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import load_script, plus_cfg
+from conftest import load_script, plus_cfg, pool_items
 
 from boolcl.config import compose
 from boolcl.errors import ConfigError
@@ -266,16 +266,10 @@ def test_demo_takes_the_recipe_it_is_given():
 
 def composable(pool) -> int:
     """How many composed questions the recipe's decomposition term can build from a pool's NOT questions."""
-    from types import SimpleNamespace
-
-    from boolcl.data.schema import TrainingExample
-    from boolcl.train.decomposition import compose_questions, not_parts
-    from boolcl.train.mixing import passage_group
+    from boolcl.train.decomposition import compose_questions
     from boolcl.train.terms.decomposition import COMPOSED_SET
 
-    rows = [TrainingExample.from_dict(json.loads(line)) for line in pool.read_text().splitlines()]
-    items = [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
-    questions, _ = compose_questions(items, COMPOSED_SET)
+    questions, _ = compose_questions(pool_items(pool), COMPOSED_SET)
     assert questions  # the pool's NOT questions do compose
     return len(questions)
 
