@@ -6,13 +6,17 @@ from __future__ import annotations
 import io
 import json
 import pickle
+from importlib.metadata import version as package_version
 from pathlib import Path
+from platform import python_version
 
 import pytest
 import torch
 from conftest import load_script
 from rich.console import Console
 from safetensors.torch import load_file
+
+from boolcl.versions import describe, library_versions
 
 PAIRS = [  # doc1 answers q1, doc2 answers q2
     {"id": "n1", "q1": "Which bird can fly?", "doc1": "The sparrow is a bird that can fly.",
@@ -244,6 +248,11 @@ def test_generalisation_report_end_to_end_resumes_and_skips_absent_sets(tiny_mod
     assert f"| base | {100 * birco_base['metrics']['nDCG@10']['WTB']['value']:.2f} |" in summary
     lean = json.loads((out / "sample" / "runs" / "lean-s1" / "results.json").read_text())
     assert f"{100 * lean['metrics']['NegRecall@10']['NOT']['value']:.2f}" in summary.split("| lean |")[1].split("\n")[0]
+    # every training run and evaluation records the library versions, and the summary names them
+    now = library_versions()
+    assert lean["versions"] == now and now["torch"] == package_version("torch") and now["python"] == python_version()
+    assert json.loads((out / "runs" / "lean-s1" / "data_manifest.json").read_text())["versions"] == now
+    assert f"Library versions (every trained model and every evaluation): {describe(now)}." in summary
 
     # the data set now present: nothing trained again, the finished evaluations kept, only NevIR scored
     nevir.write_text(json.dumps(PAIRS), encoding="utf-8")
@@ -300,3 +309,31 @@ def test_summary_marks_tests_against_base_and_paper_and_drops_a_repeated_all_col
     assert lines[4] == "| base | 60.00 | 60.00 |"  # base against paper-not is paper-not's own test
     assert lines[5] == "| paper-not | 70.00±1.00 | 70.00±1.00 |"
     assert lines[6] == "| not_plus | 80.00±1.00†‡ | 80.00±1.00†‡ |"
+
+
+def test_summary_lists_each_set_of_library_versions_with_what_was_made_with_it(tmp_path):
+    g = script_module()
+    now = {"python": "3.11.7", "torch": "2.13.0+cpu"}
+    older = {"python": "3.11.7", "torch": "2.12.1+cpu"}
+    run_a, run_b, run_c = (tmp_path / "runs" / n for n in ("a-s1", "b-s1", "c-s1"))
+    for folder, versions in ((run_a, now), (run_b, older), (run_c, None)):
+        folder.mkdir(parents=True)
+        (folder / "data_manifest.json").write_text(json.dumps({"mix": {}} | ({"versions": versions} if versions else {})))
+    result = tmp_path / "sample" / "runs" / "a-s1" / "results.json"
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"versions": now}))
+    assert g.versions_lines([run_a], [result]) == [
+        "Library versions (every trained model and every evaluation): python 3.11.7, torch 2.13.0+cpu.", ""]
+    lines = g.versions_lines([run_a, run_b, run_c], [result])
+    assert lines[0].startswith("Library versions differ")
+    assert "- python 3.11.7, torch 2.13.0+cpu: runs/a-s1, sample/runs/a-s1" in lines
+    assert "- python 3.11.7, torch 2.12.1+cpu: runs/b-s1" in lines
+    assert "- not recorded: runs/c-s1" in lines
+
+
+def test_library_versions_name_python_and_each_library_or_say_absent(monkeypatch):
+    import boolcl.versions as v
+
+    monkeypatch.setattr(v, "LIBRARIES", ("torch", "no-such-library-boolcl"))
+    assert v.library_versions() == {"python": python_version(), "torch": package_version("torch"),
+                                    "no-such-library-boolcl": "absent"}

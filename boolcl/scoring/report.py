@@ -14,6 +14,7 @@ from boolcl.errors import DataError
 from boolcl.files import atomic_write_text
 from boolcl.scoring import metrics
 from boolcl.scoring.runner import EvalResult, headline
+from boolcl.versions import library_versions
 
 GROUPS = ("ALL", "AND", "OR", "NOT")
 
@@ -60,7 +61,8 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
 
 def results_dict(result: EvalResult, *, model: dict, data: dict, k: int) -> dict:
     """The results.json layout; `per_query` and `question_types` let `compare` run paired tests."""
-    return {"model": model, "data": data, "settings": result.settings, "timings": result.timings,
+    return {"model": model, "data": data, "settings": result.settings, "versions": library_versions(),
+            "timings": result.timings,
             "metrics": result.metrics, "headline": headline(result, k),
             "question_types": result.question_types, "per_query": result.per_query}
 

@@ -42,6 +42,7 @@ from boolcl.errors import ConfigError, TrainingError
 from boolcl.files import TEMP_MARK, atomic_write_text, file_digest, make_temp_folder, move_entries
 from boolcl.retrieval.card import flat, write_train_card
 from boolcl.retrieval.models import load_eval_model, set_encoder
+from boolcl.versions import library_versions
 
 STATE_FILE = "trainer_state.json"
 STATE_DIR = "state"
@@ -72,7 +73,8 @@ def base_model_info(cfg) -> dict:
 
 def manifest(cfg, mix: dict) -> dict:
     """Which files the run read, with hashes and questions per type, and the starting model's
-    fingerprint, so a result can be traced to its data and weights (the model card shows it)."""
+    fingerprint and the library versions, so a result can be traced to its data, weights and
+    software (the model card shows the data and weights)."""
     files, per_operator = {}, {}
     for spec in (cfg.train.boolean, cfg.train.original):
         if spec == "sample":
@@ -87,7 +89,8 @@ def manifest(cfg, mix: dict) -> dict:
             files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
         if str(spec) not in per_operator:
             per_operator[str(spec)] = dict(Counter(e.question_type for e in load_training_pool(spec)[0]))
-    return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg)}
+    return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg),
+            "versions": library_versions()}
 
 
 def flat_config(cfg) -> dict:

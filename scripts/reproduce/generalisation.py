@@ -265,6 +265,32 @@ def code_version() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def versions_lines(trained: list[Path], results: list[Path]) -> list[str]:
+    """The summary's word on library versions: one line when every training run (its
+    data_manifest.json) and every evaluation (its results.json) recorded the same, else each set
+    with the runs and evaluations made with it. Figures made under other versions can differ
+    with the same code and seed, so a report that mixes them says so."""
+    from boolcl.versions import describe
+
+    made: dict[str, list[str]] = {}
+    for path, key in [(p / "data_manifest.json", f"runs/{p.name}") for p in trained] + \
+                     [(p, f"{p.parent.parent.parent.name}/runs/{p.parent.name}") for p in results]:
+        try:
+            versions = json.loads(path.read_text(encoding="utf-8")).get("versions")
+        except (OSError, json.JSONDecodeError):
+            versions = None
+        made.setdefault(describe(versions) if isinstance(versions, dict) else "not recorded", []).append(key)
+    if not made:
+        return []
+    if len(made) == 1:
+        return [f"Library versions (every trained model and every evaluation): {next(iter(made))}.", ""]
+    lines = ["Library versions differ between the models and evaluations gathered here (folders under the "
+             "report's):", ""]
+    for described, keys in made.items():
+        lines.append(f"- {described}: {', '.join(keys)}")
+    return lines + [""]
+
+
 def train_once(name: str, seed: int, overrides: list[str], extra: list[str], folder: Path, console) -> bool:
     """Train (variant, seed) into `folder` unless its model is already there; True when it trained."""
     record = {"recipe": RECIPE, "variant": name, "seed": seed, "overrides": overrides, "extra": extra}
@@ -528,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
             "", "Command: `python scripts/reproduce/generalisation.py "
             + " ".join(sys.argv[1:] if argv is None else argv) + "`",
             ""]
+    trained = [out / "runs" / run_name(v, s) for v in variants if variants[v] is not None for s in args.seeds]
+    head += versions_lines([p for p in trained if (p / "data_manifest.json").is_file()],
+                           sorted(out.glob("*/runs/*/results.json")))
     parts = ["## Development sets (settings are chosen on these)", "", *sections[True],
              "## Test sets (reported, never used to choose)", "", *sections[False]]
     summary = "\n".join(head + parts)
