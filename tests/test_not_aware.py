@@ -251,6 +251,10 @@ def test_not_aware_config_errors_are_clear():
     for section in ("scope.weight=1", "exclusion.weight=10", "pairs.weight=1", "negation.pairs=480"):
         with pytest.raises(ConfigError, match=f"unknown config section in 'train.{section.split('=')[0]}'"):
             compose(["recipe=not_plus_tiny", f"train.{section}"])
+    with pytest.raises(ConfigError, match="warmup_steps=5 warms up the decomposition term, which is off"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.weight=0", "train.decomposition.warmup_steps=5"])
+    with pytest.raises(ConfigError, match="train.decomposition.warmup_steps"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.warmup_steps=-1"])
     cfg = compose(["recipe=not_plus"])
     assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.decomposition.weight > 0
 
@@ -291,14 +295,52 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
         assert math.isfinite(r["loss"]) and r["loss"] == pytest.approx(parts, rel=1e-5)
 
 
-def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path):
+def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tiny_model_dir, not_pool, tmp_path):
+    """Steps of the decomposition term alone: the pool's and the composed NOT questions end
+    closer to their targets, the model alone changes, and with 0 steps nothing happens."""
+    from accelerate import Accelerator
+
+    from boolcl.train.loop import build_data, build_model
+
+    def fit(model, term, items) -> float:
+        questions = term.extra_questions + [it.query for it in items if it.target is not None]
+        targets = torch.cat([term.extra_targets] + [it.target[None] for it in items if it.target is not None])
+        features = model.tokenizer(questions, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        with torch.no_grad():
+            return F.cosine_similarity(model(dict(features))["sentence_embedding"], targets, dim=-1).mean().item()
+
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.warmup_steps=40", "train.lr=1e-3")
+    torch.manual_seed(cfg.seed)
+    model, start = build_model(cfg)
+    data = build_data(cfg, model, 2, None, None, start)
+    term = data.terms[-1]
+    assert term.name == "decomposition" and term.warmup_steps == 40 and term.extra_questions
+    before_fit, before = fit(model.eval(), term, data.items), {k: v.clone() for k, v in model.state_dict().items()}
+    model.train()
+    said = term.before_training(model, data.items, cfg.train, cfg.seed, Accelerator(cpu=True))
+    questions = len(term.extra_questions) + sum(it.target is not None for it in data.items)
+    assert said.startswith(f"decomposition warm-up: 40 steps over {questions} NOT questions, 1 - cos ")
+    first, last = (float(x) for x in said.rsplit(" ", 3)[1::2])
+    assert last < first
+    assert fit(model.eval(), term, data.items) > before_fit + 0.05
+    assert all(p.grad is None for p in model.parameters())  # the training run starts with no gradient
+    after = model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    term.warmup_steps = 0
+    assert term.before_training(model, data.items, cfg.train, cfg.seed, Accelerator(cpu=True)) is None
+    assert all(torch.equal(after[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("extra", [[], ["train.decomposition.warmup_steps=3"]], ids=["plain", "warm-up"])
+def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path, extra):
     """The frozen teacher, the plain questions, cluster batches and the decomposition targets (from
-    the starting model, also on resume) keep resume exact."""
+    the starting model, also on resume) keep resume exact; a resumed run does not warm up again."""
     import shutil
 
     from safetensors.torch import load_file
 
-    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", f"eval.cache_dir={tmp_path / 'cache'}"]
+    common = ["train.max_steps=6", "train.save_every=1", "train.keep_last=10", f"eval.cache_dir={tmp_path / 'cache'}",
+              *extra]
     full = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "full", *common))
     mix = json.loads((full / "data_manifest.json").read_text())["mix"]
     assert mix["start_table"]["encoded_here"] == 1  # the start's table, encoded and cached

@@ -38,6 +38,7 @@ class DecompositionCfg:
     drop: float = 1.0  # how hard the dropped part is subtracted
     anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
     composed: int = 0  # NOT questions composed from the pool's own parts, added to each batch with their targets only
+    warmup_steps: int = 0  # steps of this term alone before the first training step, 32 NOT questions each (0: none)
 
 
 @dataclass

@@ -50,6 +50,7 @@ RANGES = {
     "train.retention.weight": ">= 0",
     "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0", "train.decomposition.anchor": ">= 0",
     "train.decomposition.composed": ">= 0 (composed NOT questions per batch; 0: none)",
+    "train.decomposition.warmup_steps": ">= 0 (steps of the decomposition term alone before training; 0: none)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",
     "eval.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
     "eval.shard_size": ">= 1 (passages per cache shard)", "eval.max_corpus": ">= 1 or null (the whole corpus)",
@@ -142,6 +143,9 @@ def validate(cfg: DictConfig) -> None:
     for key in ("retention", "decomposition"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
+    if t.decomposition.warmup_steps and not t.decomposition.weight:
+        raise ConfigError(f"train.decomposition.warmup_steps={t.decomposition.warmup_steps} warms up the "
+                          "decomposition term, which is off: set train.decomposition.weight > 0, or warmup_steps=0")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
     if t.loss == "margin_mse" and (t.retention.weight or t.decomposition.weight):

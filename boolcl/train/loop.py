@@ -325,6 +325,11 @@ def train(cfg: DictConfig) -> Path:
                disable=not accelerator.is_main_process)
     meter = Meter(accelerator, log, bar)
     model.train()
+    if resume_from is None:  # a term that trains alone first (train.decomposition.warmup_steps)
+        for term in data.terms:
+            said = term.before_training(model, data.items, t, cfg.seed, accelerator)
+            if said and accelerator.is_main_process:
+                bar.write(said)
     for epoch in range(progress["epoch"], plan.epochs):
         skip = progress["micro_batches"] if epoch == progress["epoch"] else 0
         for micro, batch in enumerate(epoch_batches(accelerator, data, epoch, skip), start=skip):

@@ -4,9 +4,10 @@ A term has a name (its config section, train.<name>, whose `weight` switches it 
 query rows and tensors to each batch (`collate`: the collator appends its rows after the
 batch's own queries, encodes them in the same forward, and files its tensors under its
 name), and may read the frozen starting model (`start_rows`, then `attach`: one pass of
-the start over every text the terms ask for, before the first step). Its loss reads the
-embeddings of every query and passage row and the `Batch`; `None` means "nothing to score in
-this batch" and leaves the term out of the sum and the log.
+the start over every text the terms ask for, before the first step), and may train alone
+before the first step (`before_training`). Its loss reads the embeddings of every query and
+passage row and the `Batch`; `None` means "nothing to score in this batch" and leaves the
+term out of the sum and the log.
 """
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ class Term(torch.nn.Module):
     def attach(self, table, items) -> dict:
         """Take what it needs from the start's table; returns what to record in data_manifest.json."""
         return {}
+
+    def before_training(self, model, items, t, seed: int, accelerator) -> str | None:
+        """Steps of this term alone, once, before the first training step of a run that is not
+        resumed; returns a line for the console, or None when it has none."""
+        return None
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, batch: Batch) -> torch.Tensor | None:
         raise NotImplementedError

@@ -7,7 +7,13 @@ With `composed` > 0, each batch also carries that many NOT questions composed fr
 own parts (decomposition.compose_questions), drawn from a fixed set of COMPOSED_SET by a
 digest of the batch, so a resumed run and every process draw the same ones for the same
 batch. They have a target and no passages: they teach the operator over more pairings and
-wordings without another contrastive step."""
+wordings without another contrastive step.
+
+With `warmup_steps` > 0, the term first trains alone (`before_training`): WARMUP_BATCH of the
+pool's and the composed NOT questions per step, towards their targets, with an optimiser of its
+own. Fitted jointly, the contrastive and retention terms pull the question embedding elsewhere
+and the operator is learnt only in part; fitted first, the run starts from an encoder that
+already subtracts the dropped part."""
 from __future__ import annotations
 
 import hashlib
@@ -15,13 +21,16 @@ import random
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
+from boolcl.errors import TrainingError
 from boolcl.train import decomposition
 from boolcl.train.collate import Batch
 from boolcl.train.terms.base import Core, Extra, Term
 
 
 COMPOSED_SET = 4000  # composed questions to draw from: a run of the tiny recipe draws about 1,600
+WARMUP_BATCH = 32  # NOT questions per warm-up step
 
 
 class DecompositionDistill(Term):
@@ -29,9 +38,10 @@ class DecompositionDistill(Term):
     reads_start = True
 
     def __init__(self, weight: float, drop: float = 1.25, anchor: float = 0.5, normalize: bool = True,
-                 composed: int = 0):
+                 composed: int = 0, warmup_steps: int = 0):
         super().__init__(weight)
         self.drop, self.anchor, self.normalize, self.composed = drop, anchor, normalize, composed
+        self.warmup_steps = warmup_steps
         self.prompt = None
         self.extra_questions: list[str] = []  # the composed questions, with their targets (attach)
         self.extra_parts: list[tuple[str, str]] = []
@@ -41,7 +51,7 @@ class DecompositionDistill(Term):
     def from_config(cls, t, similarity: str) -> DecompositionDistill:
         d = t.decomposition
         return cls(d.weight, float(d.drop), float(d.anchor), normalize=similarity == "cosine",
-                   composed=int(d.composed))
+                   composed=int(d.composed), warmup_steps=int(d.warmup_steps))
 
     def collate(self, core: Core) -> Extra:
         rows = [i for i, b in enumerate(core.picks) if b.get("target") is not None]
@@ -75,6 +85,46 @@ class DecompositionDistill(Term):
                 normalize=self.normalize, prompt=self.prompt)
         counts["composed"] = len(self.extra_questions)
         return {"decomposition": counts}
+
+    def before_training(self, model, items, t, seed: int, accelerator) -> str | None:
+        """`warmup_steps` steps of this term alone: each draws WARMUP_BATCH of the composed and the
+        pool's NOT questions (a generator seeded by `seed` and the process) and moves their
+        embeddings towards their targets, with an AdamW of its own at train.lr. The training
+        run's optimiser, schedule and data order are untouched."""
+        if not self.warmup_steps:
+            return None
+        questions = list(self.extra_questions)
+        targets = [self.extra_targets] if self.extra_questions else []
+        for it in items:
+            if it.target is not None:
+                questions.append(it.query)
+                targets.append(it.target[None])
+        if not questions:
+            raise TrainingError("train.decomposition.warmup_steps: no NOT question with a decomposition target "
+                                "to warm up on (the pool has no NOT question the rules or its provenance split)")
+        targets = torch.cat(targets).float()
+        prompt = self.prompt or ""
+        encoder = accelerator.unwrap_model(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+        rng = random.Random(seed + 7919 * accelerator.process_index)
+        losses = []
+        for _ in tqdm(range(self.warmup_steps), desc="decomposition warm-up", unit="step",
+                      disable=not accelerator.is_main_process):
+            drawn = rng.sample(range(len(questions)), min(WARMUP_BATCH, len(questions)))
+            features = encoder.tokenizer([prompt + questions[i] for i in drawn], padding=True, truncation=True,
+                                         max_length=t.max_length, return_tensors="pt")
+            with accelerator.autocast():
+                student = model({k: v.to(accelerator.device) for k, v in features.items()})["sentence_embedding"]
+            loss = (1 - F.cosine_similarity(student.float(), targets[drawn].to(student.device), dim=-1)).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        for p in params:
+            p.grad = None
+        return (f"decomposition warm-up: {self.warmup_steps} steps over {len(questions)} NOT questions, "
+                f"1 - cos {losses[0]:.3f} -> {losses[-1]:.3f}")
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, batch: Batch) -> torch.Tensor | None:
         """1 - cos over the batch's NOT questions with a target and its composed questions."""
