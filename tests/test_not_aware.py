@@ -330,6 +330,17 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
     assert term.before_training(model, data.items, cfg.train, cfg.seed, Accelerator(cpu=True)) is None
     assert all(torch.equal(after[k], v) for k, v in model.state_dict().items())
 
+    # composed questions for the warm-up alone: none drawn into the batches
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.warmup_steps=1",
+                   "train.decomposition.composed=0")
+    model, start = build_model(cfg)
+    data = build_data(cfg, model, 2, None, None, start)
+    term = data.terms[-1]
+    assert len(term.extra_questions) == composable(not_pool) == len(term.extra_targets)
+    batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
+    start, stop = batch.rows["decomposition"]
+    assert stop == start and len(batch.extra["decomposition"]["targets"]) == len(batch.extra["decomposition"]["rows"])
+
 
 @pytest.mark.parametrize("extra", [[], ["train.decomposition.warmup_steps=3"]], ids=["plain", "warm-up"])
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path, extra):

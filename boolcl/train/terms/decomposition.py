@@ -68,7 +68,7 @@ class DecompositionDistill(Term):
 
     def start_rows(self, items, collator) -> list[str]:
         self.prompt = collator.query_prompt
-        if self.composed:
+        if self.composed or self.warmup_steps:  # the warm-up draws from the composed set too
             self.extra_questions, self.extra_parts = decomposition.compose_questions(items, COMPOSED_SET)
         return (decomposition.Plan.of(items).rows(self.prompt)
                 + decomposition.target_texts(self.extra_questions, self.extra_parts, self.prompt))
