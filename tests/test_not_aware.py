@@ -330,6 +330,12 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
     assert term.before_training(model, data.items, cfg.train, cfg.seed, Accelerator(cpu=True)) is None
     assert all(torch.equal(after[k], v) for k, v in model.state_dict().items())
 
+    from boolcl.errors import TrainingError
+    from boolcl.train.terms.decomposition import DecompositionDistill
+
+    with pytest.raises(TrainingError, match="no NOT question with a decomposition target to warm up on"):
+        DecompositionDistill(1.0, warmup_steps=2).before_training(model, [], cfg.train, cfg.seed, Accelerator(cpu=True))
+
     # composed questions for the warm-up alone: none drawn into the batches
     cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.warmup_steps=1",
                    "train.decomposition.composed=0")
