@@ -128,6 +128,10 @@ class Collator:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                                    return_tensors="pt"))
 
+    def queries(self, texts: list[str]) -> dict:
+        """Question texts tokenised as a batch's own queries are: prompt added, cut at max_length."""
+        return self._tokenize([self.query_prompt + x for x in texts])
+
     def __call__(self, batch: list[dict]) -> Batch:
         b_n, n = len(batch), self.n_negatives
         passages, ids = [b["positive"] for b in batch], [b["positive_id"] for b in batch]
@@ -152,7 +156,7 @@ class Collator:
             rows[term.name] = (len(texts), len(texts) + len(added.queries))
             texts += added.queries
             extra[term.name] = added.tensors
-        queries = self._tokenize([self.query_prompt + x for x in texts])
+        queries = self.queries(texts)
         passages = self._tokenize([self.passage_prompt + p for p in passages])
         return Batch(
             query_features=queries, passage_features=passages, n_queries=b_n,

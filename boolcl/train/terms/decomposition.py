@@ -43,6 +43,7 @@ class DecompositionDistill(Term):
         self.drop, self.anchor, self.normalize, self.composed = drop, anchor, normalize, composed
         self.warmup_steps = warmup_steps
         self.prompt = None
+        self.tokenize = None  # the collator's query tokenisation (start_rows), for the warm-up
         self.extra_questions: list[str] = []  # the composed questions, with their targets (attach)
         self.extra_parts: list[tuple[str, str]] = []
         self.extra_targets = torch.zeros((0, 0))
@@ -67,7 +68,7 @@ class DecompositionDistill(Term):
                                                "targets": torch.stack(targets) if targets else torch.zeros((0, 0))})
 
     def start_rows(self, items, collator) -> list[str]:
-        self.prompt = collator.query_prompt
+        self.prompt, self.tokenize = collator.query_prompt, collator.queries
         if self.composed or self.warmup_steps:  # the warm-up draws from the composed set too
             self.extra_questions, self.extra_parts = decomposition.compose_questions(items, COMPOSED_SET)
         return (decomposition.Plan.of(items).rows(self.prompt)
@@ -103,8 +104,6 @@ class DecompositionDistill(Term):
             raise TrainingError("train.decomposition.warmup_steps: no NOT question with a decomposition target "
                                 "to warm up on (the pool has no NOT question the rules or its provenance split)")
         targets = torch.cat(targets).float()
-        prompt = self.prompt or ""
-        encoder = accelerator.unwrap_model(model)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
         rng = random.Random(seed + 7919 * accelerator.process_index)
@@ -112,8 +111,7 @@ class DecompositionDistill(Term):
         for _ in tqdm(range(self.warmup_steps), desc="decomposition warm-up", unit="step",
                       disable=not accelerator.is_main_process):
             drawn = rng.sample(range(len(questions)), min(WARMUP_BATCH, len(questions)))
-            features = encoder.tokenizer([prompt + questions[i] for i in drawn], padding=True, truncation=True,
-                                         max_length=t.max_length, return_tensors="pt")
+            features = self.tokenize([questions[i] for i in drawn])
             with accelerator.autocast():
                 student = model({k: v.to(accelerator.device) for k, v in features.items()})["sentence_embedding"]
             loss = (1 - F.cosine_similarity(student.float(), targets[drawn].to(student.device), dim=-1)).mean()
