@@ -16,8 +16,9 @@ same data, batch and seed, through the real `train()` loop. For each it prints
 - triples/s over the same steady-state window (log records `--warmup` .. last: the first
   steps pay for allocator and kernel warm-up and are left out),
 - the set-up seconds (from calling train() to the first step: model, data, the start table
-  that retention and the decomposition targets read, the targets' arithmetic), with those two
-  parts timed on their own (the in-process runs start with an empty cache),
+  that retention and the decomposition targets read, the targets' arithmetic, the decomposition
+  warm-up's steps), with those three parts timed on their own (the in-process runs start with an
+  empty cache),
 - both as ratios to `paper-not`,
 - with `--launch`, the set-up as a user waits for it: from starting a fresh Python process
   (imports, config, model, data and the NOT-aware set-up) to the first step, each variant in
@@ -52,7 +53,9 @@ from ablation import VARIANTS as ABLATION  # noqa: E402
 
 # name -> overrides on top of RECIPE
 VARIANTS = {"paper-not": list(ABLATION["paper-not"]), "not_plus": []}
-VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other != name)) for name in SWITCHES}
+NEEDS = {"composed": "decomposition", "warmup": "decomposition"}  # sub-settings of a term: +NAME keeps the term on
+VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other not in (name, NEEDS.get(name))))
+             for name in SWITCHES}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
             "warm": "the cache the run above filled (its start table)"}
 
@@ -61,8 +64,10 @@ LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",
 def timed_setup(clock: dict):
     """Wrap the set-up functions that train() calls to time them, and note when the loop starts."""
     from boolcl.train import decomposition, loop
+    from boolcl.train.terms.decomposition import DecompositionDistill
 
-    saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets, "Meter": loop.Meter}
+    saved = {"StartTable": loop.StartTable, "attach_targets": decomposition.attach_targets, "Meter": loop.Meter,
+             "before_training": DecompositionDistill.before_training}
 
     def timing(name, fn):
         def wrapper(*args, **kwargs):
@@ -80,12 +85,14 @@ def timed_setup(clock: dict):
 
     loop.StartTable = timing("start_table_s", saved["StartTable"])  # the start's embeddings (retention, targets)
     decomposition.attach_targets = timing("decomposition_s", saved["attach_targets"])
+    DecompositionDistill.before_training = timing("warmup_s", saved["before_training"])  # the term's warm-up steps
     loop.Meter = Meter
     try:
         yield
     finally:
         loop.StartTable, decomposition.attach_targets, loop.Meter = (
             saved["StartTable"], saved["attach_targets"], saved["Meter"])
+        DecompositionDistill.before_training = saved["before_training"]
 
 
 def run_variant(name: str, overrides: list[str], args, work: Path, cache: Path) -> dict:
@@ -212,11 +219,11 @@ def main() -> None:
     print(f"\n{results['device']}, {results['threads']} threads, batch {args.batch}, "
           f"steps {args.warmup + 1}..{args.steps} timed")
     print(f"{'variant':18} {'triples/s':>10} {'s/step':>8} {'x paper':>8} {'set-up s':>9} {'x paper':>8}"
-          f"  {'start table s':>13} {'decomp s':>8}")
+          f"  {'start table s':>13} {'decomp s':>8} {'warm-up s':>9}")
     for name, r in results["variants"].items():
         print(f"{name:18} {r['triples_per_s']:10.2f} {r['s_per_step']:8.3f} {r['time_per_step_ratio']:7.2f}x "
               f"{r['setup_s']:9.1f} {r['setup_ratio']:7.2f}x  {r.get('start_table_s', 0):13.1f} "
-              f"{r.get('decomposition_s', 0):8.1f}")
+              f"{r.get('decomposition_s', 0):8.1f} {r.get('warmup_s', 0):9.1f}")
     if args.launch:
         print("\nset-up from a fresh process's start to the first step (imports included)"
               + (f", median of {args.repeat} launches:" if args.repeat > 1 else ":"))

@@ -158,9 +158,10 @@ def pool_items(path: Path) -> list:
 
 
 def plus_cfg(model_dir, pool, out, *extra):
-    """not_plus_tiny on a tiny model and pool: batch 2, two epochs."""
+    """not_plus_tiny on a tiny model and pool: batch 2, two epochs, two warm-up steps."""
     from boolcl.config import compose
 
     return compose(["recipe=not_plus_tiny", f"model={model_dir}", f"train.boolean={pool}", f"train.original={pool}",
                     "train.original_size=null", "train.batch_size=2", "train.epochs=2", "train.log_every=1",
-                    "train.max_length=32", "train.report_to=[]", f"out={out}", *extra])
+                    "train.max_length=32", "train.decomposition.warmup_steps=2", "train.report_to=[]", f"out={out}",
+                    *extra])

@@ -28,7 +28,8 @@ def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(t
     assert paper["window"] == plus["window"] == [2, 3]
     # the paper-style recipe has none of the additions' set-up; not_plus has each part
     assert "start_table_s" not in paper and "decomposition_s" not in paper
-    assert plus["start_table_s"] > 0 and plus["decomposition_s"] > 0
+    assert plus["start_table_s"] > 0 and plus["decomposition_s"] > 0 and plus["warmup_s"] > 0
+    assert "warmup_s" not in paper
     for r in (paper, plus):
         assert r["time_per_step_ratio"] == pytest.approx(r["s_per_step"] / paper["s_per_step"], rel=1e-12)
         assert r["triples_per_s"] == pytest.approx(8 / r["s_per_step"], rel=1e-9)
@@ -38,3 +39,23 @@ def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(t
                 r[f"launch_setup_{mode}_s"] / paper[f"launch_setup_{mode}_s"], rel=1e-12)
     assert paper["setup_ratio"] == 1.0
     assert "cold:" in done.stdout and "warm:" in done.stdout  # the printed table has both launches
+
+
+def test_each_addition_alone_is_a_valid_recipe_with_only_it_on():
+    """`+NAME`: one addition on, the rest off; a sub-setting of the decomposition term (composed
+    questions, the warm-up) keeps the term on, else it would measure nothing."""
+    from boolcl.config import compose
+
+    bench = load_script("benchmarks/bench_not_aware")
+    recipe = compose([bench.RECIPE]).train
+    for name, overrides in bench.VARIANTS.items():
+        t = compose([bench.RECIPE, *overrides]).train  # the config's own validation runs here
+        on = {"retention": t.retention.weight > 0, "cluster-batches": t.group_by_cluster,
+              "decomposition": t.decomposition.weight > 0, "composed": t.decomposition.composed > 0,
+              "warmup": t.decomposition.warmup_steps > 0, "and-or": list(t.operators) != ["not"]}
+        assert set(on) == set(bench.SWITCHES)
+        if name.startswith("+"):
+            alone = name[1:]
+            assert {k for k, v in on.items() if v} == {alone, *([bench.NEEDS[alone]] if alone in bench.NEEDS else [])}
+        if name == "+warmup":
+            assert t.decomposition.warmup_steps == recipe.decomposition.warmup_steps

@@ -251,12 +251,32 @@ def test_not_aware_config_errors_are_clear():
     for section in ("scope.weight=1", "exclusion.weight=10", "pairs.weight=1", "negation.pairs=480"):
         with pytest.raises(ConfigError, match=f"unknown config section in 'train.{section.split('=')[0]}'"):
             compose(["recipe=not_plus_tiny", f"train.{section}"])
-    with pytest.raises(ConfigError, match="warmup_steps=5 warms up the decomposition term, which is off"):
-        compose(["recipe=not_plus_tiny", "train.decomposition.weight=0", "train.decomposition.warmup_steps=5"])
+    # weight 0 switches the whole term off, its warm-up and composed questions with it: one key, as for the others
+    from boolcl.train import terms
+
+    off = compose(["recipe=not_plus_tiny", "train.decomposition.weight=0"]).train
+    assert off.decomposition.warmup_steps > 0 and off.decomposition.composed > 0
+    assert [term.name for term in terms.build(off, "cosine")] == ["contrastive", "retention"]
+    assert "decomposition" in [term.name for term in terms.build(compose(["recipe=not_plus_tiny"]).train, "cosine")]
     with pytest.raises(ConfigError, match="train.decomposition.warmup_steps"):
         compose(["recipe=not_plus_tiny", "train.decomposition.warmup_steps=-1"])
     cfg = compose(["recipe=not_plus"])
     assert cfg.model == "sentence-transformers/msmarco-distilbert-dot-v5" and cfg.train.decomposition.weight > 0
+
+
+def test_the_paper_scale_recipe_carries_the_tiny_recipes_additions():
+    """recipe=not_plus is not_plus_tiny's additions on the paper's model and data: every switch the
+    ablation measures is set alike in both."""
+    from omegaconf import OmegaConf
+
+    ablation = load_script("scripts/reproduce/ablation")
+    paper_scale, tiny = compose(["recipe=not_plus"]).train, compose(["recipe=not_plus_tiny"]).train
+    keys = {o.split("=")[0] for o in ablation.switched_off(*ablation.SWITCHES)} - {"train.epochs"}
+    assert {"train.decomposition.warmup_steps", "train.decomposition.composed", "train.retention.weight"} <= keys
+    for key in sorted(keys):
+        path = key.split(".")[1:]
+        got = [OmegaConf.select(t, ".".join(path)) for t in (paper_scale, tiny)]
+        assert got[0] == got[1], (key, got)
 
 
 def test_demo_takes_the_recipe_it_is_given():
@@ -348,7 +368,8 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
     assert stop == start and len(batch.extra["decomposition"]["targets"]) == len(batch.extra["decomposition"]["rows"])
 
 
-@pytest.mark.parametrize("extra", [[], ["train.decomposition.warmup_steps=3"]], ids=["plain", "warm-up"])
+@pytest.mark.parametrize("extra", [["train.decomposition.warmup_steps=0"], ["train.decomposition.warmup_steps=3"]],
+                         ids=["no warm-up", "warm-up"])
 def test_not_plus_resumes_to_the_same_weights(tiny_model_dir, not_pool, tmp_path, extra):
     """The frozen teacher, the plain questions, cluster batches and the decomposition targets (from
     the starting model, also on resume) keep resume exact; a resumed run does not warm up again."""
@@ -387,8 +408,10 @@ def test_ablation_script_runs_resumes_and_compares(tiny_model_dir, tmp_path, mon
 
     paper = OmegaConf.load(out / "runs" / "paper-not-s1" / "config.yaml").train
     assert list(paper.operators) == ["not"] and paper.lr == 3e-4 and paper.retention.weight == 0
+    assert paper.decomposition.weight == 0 and paper.decomposition.warmup_steps == 0
     recipe = OmegaConf.load(out / "runs" / "not_plus-s1" / "config.yaml").train
     assert recipe.lr == compose(["recipe=not_plus_tiny"]).train.lr and recipe.retention.weight > 0
+    assert recipe.decomposition.warmup_steps == compose(["recipe=not_plus_tiny"]).train.decomposition.warmup_steps > 0
     table = (out / "compare" / "compare.md").read_text()
     assert "paper-not" in table and "not_plus" in table and "NOT" in table
     assert (out / "compare" / "compare.png").is_file()

@@ -34,7 +34,7 @@ class RetentionCfg:
 class DecompositionCfg:
     """NOT-aware: embed a NOT question where the frozen starting model's arithmetic puts it,
     anchor · T(question) + T(kept part) - drop · T(dropped part) (train/decomposition.py)."""
-    weight: float = 0.0  # 0: off
+    weight: float = 0.0  # 0: off, with its composed questions and warm-up
     drop: float = 1.0  # how hard the dropped part is subtracted
     anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
     composed: int = 0  # NOT questions composed from the pool's own parts, added to each batch with their targets only

@@ -143,9 +143,6 @@ def validate(cfg: DictConfig) -> None:
     for key in ("retention", "decomposition"):
         if t[key].weight < 0:
             raise ConfigError(f"train.{key}.weight must be >= 0, got {t[key].weight}")
-    if t.decomposition.warmup_steps and not t.decomposition.weight:
-        raise ConfigError(f"train.decomposition.warmup_steps={t.decomposition.warmup_steps} warms up the "
-                          "decomposition term, which is off: set train.decomposition.weight > 0, or warmup_steps=0")
     if t.group_by_length and t.group_by_cluster:
         raise ConfigError("train.group_by_length and train.group_by_cluster order batches in two different ways; pick one")
     if t.loss == "margin_mse" and (t.retention.weight or t.decomposition.weight):
