@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import load_script
+from conftest import dump_jsonl, load_script
 
 CORPUS = [
     {"docid": "pascal", "doc": "Pascal: a teaching language."},
@@ -28,16 +28,12 @@ QUESTIONS = [
 ]
 
 
-def write(folder, rows):
-    folder.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
 @pytest.fixture
 def data(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
-    write(folder / "corpus.jsonl", CORPUS)
-    write(folder / "eval.jsonl", QUESTIONS)
+    dump_jsonl(folder / "corpus.jsonl", CORPUS)
+    dump_jsonl(folder / "eval.jsonl", QUESTIONS)
     return folder
 
 
@@ -52,7 +48,7 @@ def test_groups_follow_names_in_positives(data, tmp_path, capsys):
     script = load_script("scripts/reproduce/excluded_named")
     assert script.split_not_questions(data) == {"n1": True, "n2": False, "n3": False}
     pool = tmp_path / "pool.jsonl"  # another question file over the same corpus, counted without runs
-    write(pool, [QUESTIONS[0], {**QUESTIONS[0], "qid": "n4"}, QUESTIONS[2]])
+    dump_jsonl(pool, [QUESTIONS[0], {**QUESTIONS[0], "qid": "n4"}, QUESTIONS[2]])
     assert script.main([str(data), "--questions", str(pool)]) == 0
     assert capsys.readouterr().out.strip() == "2 of 3 NOT questions have an answer that names an excluded passage"
 
@@ -76,7 +72,7 @@ def test_bad_input_names_what_is_wrong(data, tmp_path):
         script.main([str(data), partial])
     with pytest.raises(SystemExit, match="no results.json there"):
         script.main([str(data), str(tmp_path / "nowhere")])
-    write(data / "eval.jsonl", [{**QUESTIONS[0], "negative_ctxs": [{"passage_id": "ghost"}]}])
+    dump_jsonl(data / "eval.jsonl", [{**QUESTIONS[0], "negative_ctxs": [{"passage_id": "ghost"}]}])
     with pytest.raises(SystemExit, match="question n1 names passage 'ghost'"):
         script.split_not_questions(data)
     (data / "corpus.jsonl").write_text("{not json\n", encoding="utf-8")

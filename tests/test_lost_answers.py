@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import load_script
+from conftest import dump_jsonl, load_script
 
 CORPUS = [
     {"docid": "cm", "doc": "choirmaster: the musical director of a choir"},
@@ -25,10 +25,6 @@ QUESTIONS = [
 ]
 
 
-def lines(rows):
-    return "".join(json.dumps(r) + "\n" for r in rows)
-
-
 def evaluation(folder, mrr: dict, ranking: dict):
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({"per_query": {"MRR@10": mrr}}), encoding="utf-8")
@@ -41,8 +37,8 @@ def evaluation(folder, mrr: dict, ranking: dict):
 def setup(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    (data / "corpus.jsonl").write_text(lines(CORPUS), encoding="utf-8")
-    (data / "eval.jsonl").write_text(lines(QUESTIONS), encoding="utf-8")
+    dump_jsonl(data / "corpus.jsonl", CORPUS)
+    dump_jsonl(data / "eval.jsonl", QUESTIONS)
     base = evaluation(tmp_path / "base", {"o1": 1.0, "o2": 1.0, "o3": 0.5, "a1": 1.0},
                       {"o1": ["cm", "ch"], "o2": ["lt", "ml"], "o3": ["cm", "ml"], "a1": ["cm"]})
     s1 = evaluation(tmp_path / "r-s1", {"o1": 0.5, "o2": 1.0, "o3": 1.0, "a1": 1.0},
@@ -81,9 +77,8 @@ def test_bad_input_names_what_is_missing(setup, tmp_path):
     with pytest.raises(SystemExit, match="r-s1: no run.trec there"):
         script.main([str(data), base, s1])
     (tmp_path / "base" / "run.trec").write_text("o1 Q0 cm first 1.0 m\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"run.trec:1: the fourth field is a rank, got 'first'"):
+    with pytest.raises(SystemExit, match=r"run.trec:1: field 'rank': 'first' is not an integer"):
         script.main([str(data), base, s2])
-    (data / "eval.jsonl").write_text(lines(QUESTIONS) + '{"qid": "o9", "question": "x", "question_type": "or"}\n',
-                                     encoding="utf-8")
+    dump_jsonl(data / "eval.jsonl", [*QUESTIONS, '{"qid": "o9", "question": "x", "question_type": "or"}'])
     with pytest.raises(SystemExit, match="no MRR@10 for question o9"):
         script.main([str(data), base, base])

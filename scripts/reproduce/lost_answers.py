@@ -21,6 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from excluded_named import read_rows  # noqa: E402  (boolcl's JSONL reader, its error as the exit message)
 
+from boolcl.errors import DataError  # noqa: E402
+from boolcl.scoring.report import read_trec_run  # noqa: E402
+
 
 def per_question(folder: Path, measure: str) -> dict[str, float]:
     path = folder / "results.json"
@@ -33,23 +36,15 @@ def per_question(folder: Path, measure: str) -> dict[str, float]:
 
 
 def first_passages(folder: Path, qids: set[str]) -> dict[str, str]:
-    """qid -> the passage ranked first in the folder's run.trec (TREC run format)."""
+    """qid -> the passage ranked first in the folder's run.trec, read by boolcl's own TREC reader."""
     path = folder / "run.trec"
     if not path.is_file():
         raise SystemExit(f"{folder}: no run.trec there (boolcl evaluate writes one beside results.json)")
-    best: dict[str, tuple[int, str]] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if len(parts) < 4 or parts[0] not in qids:
-                continue
-            try:
-                rank = int(parts[3])
-            except ValueError:
-                raise SystemExit(f"{path}:{n}: the fourth field is a rank, got {parts[3]!r}") from None
-            if parts[0] not in best or rank < best[parts[0]][0]:
-                best[parts[0]] = (rank, parts[2])
-    return {q: pid for q, (_, pid) in best.items()}
+    try:
+        run = read_trec_run(path)
+    except DataError as e:
+        raise SystemExit(str(e)) from None
+    return {q: ranked[0][0] for q, ranked in run.items() if q in qids and ranked}
 
 
 def main(argv: list[str] | None = None) -> int:
