@@ -14,7 +14,7 @@ def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(t
     out = tmp_path / "bench.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_not_aware.py"), "--only", "paper-not",
                            "not_plus", "--steps", "3", "--warmup", "1", "--batch", "8", "--launch", "--json", str(out),
-                           f"model={tiny_model_dir}"],
+                           f"model={tiny_model_dir}", "train.decomposition.warmup_steps=5"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     variants = json.loads(out.read_text())["variants"]

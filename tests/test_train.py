@@ -319,7 +319,9 @@ def test_training_on_the_not_pool_teaches_negation(tmp_path):
     from boolcl.data.loaders import load_retrieval_set
     from boolcl.scoring.runner import evaluate_spec
 
+    # no periodic evaluation or checkpoints, and 64 tokens: the 16 steps are what is tested
     cfg = compose(["recipe=tiny", "train.operators=[not]", "train.original=none", "train.epochs=4",
+                   "train.eval_every=0", "train.save_every=0", "train.max_length=64",
                    "train.report_to=[]", f"out={tmp_path / 'not'}"])
     rs = load_retrieval_set("sample")
     base, _ = evaluate_spec(cfg.model, rs, cfg, show_progress=False)  # tiny: similarity=cosine
