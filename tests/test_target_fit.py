@@ -1,0 +1,88 @@
+"""scripts/reproduce/target_fit.py: where the decomposition target ranks, and how close a model
+puts NOT questions to it."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from boolcl.train.decomposition import teacher_targets
+from conftest import dump_jsonl, load_script
+
+CORPUS = [
+    {"docid": "p1", "doc": "Rivers: water flowing to the sea."},
+    {"docid": "p2", "doc": "Lakes: still water inland."},
+    {"docid": "p3", "doc": "Mountains: high ground."},
+]
+QUESTIONS = [
+    {"qid": "n1", "question": "water bodies, but not lakes", "question_type": "not",
+     "positive_ctxs": [{"passage_id": "p1"}], "negative_ctxs": [{"passage_id": "p2"}]},
+    {"qid": "n2", "question": "what is high ground?", "question_type": "not",  # the rules do not split it
+     "positive_ctxs": [{"passage_id": "p3"}], "negative_ctxs": [{"passage_id": "p1"}]},
+    {"qid": "a1", "question": "rivers and lakes", "question_type": "and",
+     "positive_ctxs": [{"passage_id": "p1"}, {"passage_id": "p2"}]},
+]
+
+
+@pytest.fixture
+def data(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    dump_jsonl(folder / "corpus.jsonl", CORPUS)
+    dump_jsonl(folder / "eval.jsonl", QUESTIONS)
+    return folder
+
+
+def test_ranking_figures_follow_the_vectors():
+    script = load_script("scripts/reproduce/target_fit")
+    passages = torch.eye(3)  # p1, p2, p3 on the axes
+    ids = ["p1", "p2", "p3"]
+    questions = [QUESTIONS[0], {**QUESTIONS[0], "qid": "n3"}]
+    # the first query ranks p2 (excluded) first and p1 second; the second ranks p1 first, p2 last
+    queries = torch.tensor([[0.5, 1.0, 0.0], [1.0, -1.0, 0.2]])
+    mrr, negr = script.ranking_figures(queries, passages, ids, questions)
+    assert mrr == pytest.approx(100 * (0.5 + 1.0) / 2, abs=1e-9)
+    assert negr == pytest.approx(100.0, abs=1e-9)  # three passages: every one is in the top ten
+    # a question without an excluded passage is left out of NegRecall, not counted as zero
+    mrr, negr = script.ranking_figures(queries[:1], passages, ids, [QUESTIONS[2]])
+    assert mrr == pytest.approx(100.0) and negr != negr  # nan
+
+
+def test_only_questions_the_rules_split_are_scored(data):
+    script = load_script("scripts/reproduce/target_fit")
+    chosen, parts = script.split_not_questions(QUESTIONS, data / "eval.jsonl")
+    assert [q["qid"] for q in chosen] == ["n1"]
+    assert parts == [("Water bodies?", "Lakes?")]  # the rules' own wording of each part
+    with pytest.raises(SystemExit, match=r"eval.jsonl: none of its 1 NOT questions splits"):
+        script.split_not_questions([QUESTIONS[1], QUESTIONS[2]], data / "eval.jsonl")
+
+
+def test_the_start_fits_its_own_target_as_the_table_says(data, tiny_model_dir, capsys):
+    """Run end to end on a tiny model: the start's own row and a --model row of the same model agree,
+    and the fit is the cosine to boolcl's own teacher_targets."""
+    script = load_script("scripts/reproduce/target_fit")
+    spec = str(tiny_model_dir)
+    assert script.main([str(data), "--start", spec, "--target", "0.5,1.25", "--target", "1,0",
+                        "--model", spec, spec]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 NOT questions split by the rules" in out
+    assert "| target 0.5,1.25 |" in out and "| target 1,0 |" in out and "| the question as it is |" in out
+    start_row = next(line for line in out.splitlines() if "(the start)" in line)
+    model_row = next(line for line in out.splitlines() if line.startswith(f"| {tiny_model_dir.name} (2) |"))
+    embed = script.encoder(spec, 128)
+    target = teacher_targets(embed, ["water bodies, but not lakes"], [("Water bodies?", "Lakes?")],
+                             drop=1.25, anchor=0.5, normalize=True)
+    expected = float(torch.nn.functional.cosine_similarity(embed(["water bodies, but not lakes"]), target).mean())
+    assert start_row.endswith(f"| {expected:.3f} |")
+    assert model_row == f"| {tiny_model_dir.name} (2) | {expected:.3f} ± 0.000 |"
+
+
+def test_bad_input_names_the_file(data, tmp_path):
+    script = load_script("scripts/reproduce/target_fit")
+    (data / "eval.jsonl").write_text('{"qid": "n1", "question": \n', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"eval.jsonl:1"):
+        script.main([str(data), "--no-ranking"])
+    with pytest.raises(SystemExit):
+        script.main([str(data), "--target", "0.5"])  # argparse: ANCHOR,DROP
+    dump_jsonl(data / "eval.jsonl", [{**QUESTIONS[0], "negative_ctxs": [{"passage_id": "gone"}]}])
+    with pytest.raises(SystemExit, match=r"names passage gone that .*corpus.jsonl does not hold"):
+        script.main([str(data), "--start", "offline-default"])
