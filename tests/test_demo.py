@@ -11,11 +11,12 @@ import pytest
 def test_demo_prints_before_after_and_writes_a_loadable_checkpoint(tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    # the README's command cut to 6 steps at 64 tokens, without periodic evaluation or checkpoints:
+    # the README's command cut to 6 steps at 64 tokens (128 to score), without periodic evaluation or
+    # checkpoints:
     # the test checks what the demo prints and writes, not how far two epochs move the model (the
     # README's table is the full command's)
     res = subprocess.run([sys.executable, "-m", "boolcl.cli", "demo", "train.max_steps=6", "train.eval_every=0",
-                          "train.save_every=0", "train.max_length=64"], cwd=tmp_path,
+                          "train.save_every=0", "train.max_length=64", "eval.max_length=128"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "COLUMNS": "160"})
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout

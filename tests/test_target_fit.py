@@ -34,14 +34,15 @@ def data(tmp_path):
 
 def test_ranking_figures_follow_the_vectors():
     script = load_script("scripts/reproduce/target_fit")
-    passages = torch.eye(3)  # p1, p2, p3 on the axes
-    ids = ["p1", "p2", "p3"]
-    questions = [QUESTIONS[0], {**QUESTIONS[0], "qid": "n3"}]
-    # the first query ranks p2 (excluded) first and p1 second; the second ranks p1 first, p2 last
-    queries = torch.tensor([[0.5, 1.0, 0.0], [1.0, -1.0, 0.2]])
+    ids = [f"p{i}" for i in range(1, 13)]  # twelve passages on the axes: two can fall out of the top ten
+    passages = torch.eye(12)
+    questions = [QUESTIONS[0], {**QUESTIONS[0], "qid": "n3"}]  # answer p1, excluded p2
+    queries = torch.zeros(2, 12)
+    queries[0, :2] = torch.tensor([0.5, 1.0])  # p2 first, the answer second
+    queries[1, :3] = torch.tensor([1.0, -1.0, 0.2])  # the answer first, p2 last of twelve
     mrr, negr = script.ranking_figures(queries, passages, ids, questions)
     assert mrr == pytest.approx(100 * (0.5 + 1.0) / 2, abs=1e-9)
-    assert negr == pytest.approx(100.0, abs=1e-9)  # three passages: every one is in the top ten
+    assert negr == pytest.approx(100 * (1.0 + 0.0) / 2, abs=1e-9)
     # a question without an excluded passage is left out of NegRecall, not counted as zero
     mrr, negr = script.ranking_figures(queries[:1], passages, ids, [QUESTIONS[2]])
     assert mrr == pytest.approx(100.0) and negr != negr  # nan

@@ -190,7 +190,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tiny_model_dir, pool, t
 
     args = ["recipe=tiny", f"model={tiny_model_dir}", f"train.boolean={pool}", f"train.original={pool}",
             "train.batch_size=2", "train.hard_negatives=1", "train.max_length=32", "train.max_steps=40",
-            "train.save_every=5", "train.keep_last=2", "train.report_to=[]", *extra]
+            "train.save_every=5", "train.keep_last=2", "train.report_to=[]", "train.eval_every=0", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     full = tmp_path / "full"
     res = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"out={full}"], env=env,
@@ -319,10 +319,10 @@ def test_training_on_the_not_pool_teaches_negation(tmp_path):
     from boolcl.data.loaders import load_retrieval_set
     from boolcl.scoring.runner import evaluate_spec
 
-    # no periodic evaluation or checkpoints, and 64 tokens: the 16 steps are what is tested
+    # no periodic evaluation or checkpoints, 64 tokens to train and 128 to score: the 16 steps are what is tested
     cfg = compose(["recipe=tiny", "train.operators=[not]", "train.original=none", "train.epochs=4",
                    "train.eval_every=0", "train.save_every=0", "train.max_length=64",
-                   "train.report_to=[]", f"out={tmp_path / 'not'}"])
+                   "eval.max_length=128", "train.report_to=[]", f"out={tmp_path / 'not'}"])
     rs = load_retrieval_set("sample")
     base, _ = evaluate_spec(cfg.model, rs, cfg, show_progress=False)  # tiny: similarity=cosine
     trained, _ = evaluate_spec(str(train(cfg)), rs, cfg, show_progress=False)
