@@ -6,8 +6,8 @@ model puts NOT questions to it.
 
 DATA is a folder in the project's layout (corpus.jsonl, eval.jsonl). Its NOT questions that the
 offline rules split into "kept but not dropped" (the ones decomposition gives a target) are
-embedded four ways by the frozen starting model (--start, the recipes' packaged MiniLM by
-default): the question as it is, and the target
+embedded by the frozen starting model (--start, the recipes' packaged MiniLM by default) as
+they are, and as the target
 
     v = anchor · T(question) + T(kept) - drop · T(dropped)
 
