@@ -72,6 +72,13 @@ def dump_jsonl(path: Path, rows) -> Path:
     return path
 
 
+def write_set(folder: Path, corpus, questions) -> Path:
+    """A retrieval set in the project's layout: folder/corpus.jsonl and folder/eval.jsonl."""
+    dump_jsonl(folder / "corpus.jsonl", corpus)
+    dump_jsonl(folder / "eval.jsonl", questions)
+    return folder
+
+
 def write_pool(folder: Path, rows, small_set: Path) -> Path:
     """A training pool (train.jsonl) next to a copy of the small set's corpus; returns train.jsonl."""
     dump_jsonl(folder / "train.jsonl", rows)
@@ -99,9 +106,7 @@ def small_set(tmp_path) -> Path:
         {"qid": "q-or", "question": "Which instrument is plucked, or which is tuned in fifths?", "question_type": "or",
          "positive_ctxs": [{"passage_id": "d5"}, {"passage_id": "d3"}], "negative_ctxs": [{"passage_id": "d4"}]},
     ]
-    dump_jsonl(tmp_path / "set" / "corpus.jsonl", docs)
-    dump_jsonl(tmp_path / "set" / "eval.jsonl", qs)
-    return tmp_path / "set"
+    return write_set(tmp_path / "set", docs, qs)
 
 
 @pytest.fixture

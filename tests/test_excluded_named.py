@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import dump_jsonl, load_script
+from conftest import dump_jsonl, load_script, write_set
 
 CORPUS = [
     {"docid": "pascal", "doc": "Pascal: a teaching language."},
@@ -30,11 +30,7 @@ QUESTIONS = [
 
 @pytest.fixture
 def data(tmp_path):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    dump_jsonl(folder / "corpus.jsonl", CORPUS)
-    dump_jsonl(folder / "eval.jsonl", QUESTIONS)
-    return folder
+    return write_set(tmp_path / "data", CORPUS, QUESTIONS)
 
 
 def run(tmp_path, name, values):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import dump_jsonl, load_script
+from conftest import dump_jsonl, load_script, write_set
 
 CORPUS = [
     {"docid": "cm", "doc": "choirmaster: the musical director of a choir"},
@@ -35,10 +35,7 @@ def evaluation(folder, mrr: dict, ranking: dict):
 
 @pytest.fixture
 def setup(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    dump_jsonl(data / "corpus.jsonl", CORPUS)
-    dump_jsonl(data / "eval.jsonl", QUESTIONS)
+    data = write_set(tmp_path / "data", CORPUS, QUESTIONS)
     base = evaluation(tmp_path / "base", {"o1": 1.0, "o2": 1.0, "o3": 0.5, "a1": 1.0},
                       {"o1": ["cm", "ch"], "o2": ["lt", "ml"], "o3": ["cm", "ml"], "a1": ["cm"]})
     s1 = evaluation(tmp_path / "r-s1", {"o1": 0.5, "o2": 1.0, "o3": 1.0, "a1": 1.0},

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from boolcl.train.decomposition import teacher_targets
-from conftest import dump_jsonl, load_script
+from conftest import dump_jsonl, load_script, write_set
 
 CORPUS = [
     {"docid": "p1", "doc": "Rivers: water flowing to the sea."},
@@ -25,11 +25,7 @@ QUESTIONS = [
 
 @pytest.fixture
 def data(tmp_path):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    dump_jsonl(folder / "corpus.jsonl", CORPUS)
-    dump_jsonl(folder / "eval.jsonl", QUESTIONS)
-    return folder
+    return write_set(tmp_path / "data", CORPUS, QUESTIONS)
 
 
 def test_ranking_figures_follow_the_vectors():
