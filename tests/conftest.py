@@ -10,7 +10,16 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("BOOLCL_CACHE", __import__("tempfile").mkdtemp(prefix="boolcl-test-cache-"))  # not ~/.cache
+# Never ~/.cache; under pytest-xdist (`-n 2`) each worker a cache of its own, since tests count hits
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER or "BOOLCL_CACHE" not in os.environ:
+    os.environ["BOOLCL_CACHE"] = __import__("tempfile").mkdtemp(prefix=f"boolcl-test-cache-{_WORKER or 'main'}-")
+# N workers each running torch (and the processes their tests start) on every core fight over
+# them and run many times slower: each gets its share. Set before any test imports torch.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _share
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     from boolcl.config import compose
 
     benchmarks.SHOW_PROGRESS = False
-    console = Console()
+    console = Console(soft_wrap=True)  # a path is printed whole, never broken across lines
     out = Path(args.out)
     started = time.perf_counter()
     datasets = find_datasets(args, out)
