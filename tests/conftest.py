@@ -88,6 +88,15 @@ def write_set(folder: Path, corpus, questions) -> Path:
     return folder
 
 
+def write_evaluation(folder: Path, mrr: dict, ranking: dict) -> str:
+    """A folder as `boolcl evaluate` leaves it: results.json (per-question MRR@10) and run.trec."""
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"per_query": {"MRR@10": mrr}}), encoding="utf-8")
+    (folder / "run.trec").write_text("".join(f"{q} Q0 {p} {r} {1 - r / 10:.2f} m\n" for q, ps in ranking.items()
+                                             for r, p in enumerate(ps, 1)), encoding="utf-8")
+    return str(folder)
+
+
 def write_pool(folder: Path, rows, small_set: Path) -> Path:
     """A training pool (train.jsonl) next to a copy of the small set's corpus; returns train.jsonl."""
     dump_jsonl(folder / "train.jsonl", rows)

@@ -2,11 +2,9 @@
 its base model, seeds averaged per question, with what each model ranks first."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import dump_jsonl, load_script, write_set
+from conftest import dump_jsonl, load_script, write_evaluation as evaluation, write_set
 
 CORPUS = [
     {"docid": "cm", "doc": "choirmaster: the musical director of a choir"},
@@ -23,14 +21,6 @@ QUESTIONS = [
      "positive_ctxs": [{"passage_id": "ml"}, {"passage_id": "ch"}]},
     {"qid": "a1", "question": "a singer that is a director", "question_type": "and", "positive_ctxs": [{"passage_id": "cm"}]},
 ]
-
-
-def evaluation(folder, mrr: dict, ranking: dict):
-    folder.mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps({"per_query": {"MRR@10": mrr}}), encoding="utf-8")
-    (folder / "run.trec").write_text("".join(f"{q} Q0 {p} {r} {1 - r / 10:.2f} m\n" for q, ps in ranking.items()
-                                             for r, p in enumerate(ps, 1)), encoding="utf-8")
-    return str(folder)
 
 
 @pytest.fixture
