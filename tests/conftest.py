@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Never ~/.cache; under pytest-xdist (`-n 2`) each worker a cache of its own, since tests count hits
+# Never ~/.cache; under pytest-xdist (`-n auto`) each worker a cache of its own, since tests count hits
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER or "BOOLCL_CACHE" not in os.environ:
     os.environ["BOOLCL_CACHE"] = __import__("tempfile").mkdtemp(prefix=f"boolcl-test-cache-{_WORKER or 'main'}-")

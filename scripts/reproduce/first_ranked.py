@@ -49,7 +49,7 @@ def kind_of(question: dict, pid: str, names: dict[str, list[str]]) -> str:
         return "answer"
     if pid in {str(c["passage_id"]) for c in question.get("negative_ctxs", [])}:
         return "excluded"
-    return "named, neither" if names_in(str(question["question"]), names.get(pid, [])) else "other"
+    return "named, neither" if names_in(str(question.get("question", "")), names.get(pid, [])) else "other"
 
 
 def group_runs(runs: list[str]) -> dict[str, list[Path]]:
