@@ -88,7 +88,7 @@ def cosines(data: Path, model_spec: str, questions: Path | None = None) -> dict[
 
 def load_runs(paths: list[str], measure: str) -> dict[str, list[dict[str, float]]]:
     """Row name -> per-question values of each seed's results.json."""
-    from boolcl.evaluate.runs import SEED_SUFFIX  # imported here: it brings torch, which counting needs not
+    from boolcl.evaluate.runs import seed_row  # imported here: it brings torch, which counting needs not
 
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     for given in paths:
@@ -100,9 +100,7 @@ def load_runs(paths: list[str], measure: str) -> dict[str, list[dict[str, float]
         per_query = results.get("per_query", {}).get(measure)
         if per_query is None:
             raise SystemExit(f"{path}: no per-question {measure}")
-        name = path.parent.name
-        seeded = SEED_SUFFIX.match(name)  # seeds grouped as `boolcl compare` groups them
-        rows[seeded.group("prefix") if seeded else name].append(per_query)
+        rows[seed_row(path.parent.name)].append(per_query)  # seeds grouped as `boolcl compare` groups them
     return rows
 
 

@@ -54,13 +54,11 @@ def kind_of(question: dict, pid: str, names: dict[str, list[str]]) -> str:
 
 def group_runs(runs: list[str]) -> dict[str, list[Path]]:
     """Row name -> its folders: `<variant>-s<seed>` grouped as `boolcl compare` groups seeds."""
-    from boolcl.evaluate.runs import SEED_SUFFIX  # imported here: it brings torch
+    from boolcl.evaluate.runs import seed_row  # imported here: it brings torch
 
     groups: dict[str, list[Path]] = defaultdict(list)
     for given in runs:
-        folder = Path(given)
-        seeded = SEED_SUFFIX.match(folder.name)
-        groups[seeded.group("prefix") if seeded else folder.name].append(folder)
+        groups[seed_row(Path(given).name)].append(Path(given))
     return dict(groups)
 
 

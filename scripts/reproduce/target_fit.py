@@ -154,13 +154,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def fit_rows(specs: list[str], fit) -> dict[str, list[float]]:
     """Row name -> each model's fit; models named `<variant>-s<seed>` share their variant's row."""
-    from boolcl.evaluate.runs import SEED_SUFFIX
+    from boolcl.evaluate.runs import seed_row
 
     rows: dict[str, list[float]] = {}
     for spec in specs:
-        name = Path(spec).name or spec
-        seeded = SEED_SUFFIX.match(name)
-        rows.setdefault(seeded.group("prefix") if seeded else name, []).append(fit(spec))
+        rows.setdefault(seed_row(Path(spec).name or spec), []).append(fit(spec))
     return rows
 
 
