@@ -1,9 +1,19 @@
 """Shared pieces of the benchmarks: a DistilBERT-base bi-encoder and synthetic text, no hub needed."""
 from __future__ import annotations
 
+import atexit
 import json
 import random
+import shutil
+import tempfile
 from pathlib import Path
+
+
+def scratch(prefix: str) -> Path:
+    """A temporary folder removed when the process ends: a benchmark writes models of a few hundred MB."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def tokenizer_dir(explicit: str | None) -> str:
@@ -39,9 +49,7 @@ def model_spec(spec: str, tokenizer: str | None = None) -> str:
     DistilBERT-base folder (distilbert_folder), anything else is passed on as it is."""
     if spec != "distilbert-random":
         return spec
-    import tempfile
-
-    return str(distilbert_folder(Path(tempfile.mkdtemp(prefix="bench-model-")), tokenizer_dir(tokenizer)))
+    return str(distilbert_folder(scratch("bench-model-"), tokenizer_dir(tokenizer)))
 
 
 def words(tokenizer: str, seed: int = 0) -> list[str]:

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def main() -> None:
     n = args.passages or (100_000 if cuda else 1000)
     batch = args.batch or (512 if cuda else 64)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    work = Path(tempfile.mkdtemp(prefix="bench-encode-"))
+    work = bc.scratch("bench-encode-")
     tok = bc.tokenizer_dir(args.tokenizer)
     folder = bc.distilbert_folder(work, tok)
     rows = bc.triples(n // 2 + 1, bc.words(tok))

@@ -26,7 +26,6 @@ import re
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -142,7 +141,7 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     batches = args.batches or ([64, 256, 1024, 4096] if cuda else [64, 128, 256])
     chunk = args.chunk or (64 if cuda else 32)
-    work = Path(tempfile.mkdtemp(prefix="bench-grad-cache-"))
+    work = bc.scratch("bench-grad-cache-")
     tok = bc.tokenizer_dir(args.tokenizer)
     args.model = bc.model_spec(args.model, args.tokenizer) if args.model else None
     pool = bc.write_pool(work / "pool" / "train.jsonl", bc.triples(args.steps * max(batches), bc.words(tok)))

@@ -48,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # bench_common beside this file; the ablation's switches, so both name the same variants alike
 sys.path[:0] = [str(HERE), str(HERE.parent / "scripts" / "reproduce")]
+import bench_common as bc  # noqa: E402
 from ablation import RECIPE, SWITCHES, parse_variant, switched_off  # noqa: E402
 from ablation import VARIANTS as ABLATION  # noqa: E402
 
@@ -164,8 +165,6 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.model:
-        import bench_common as bc
-
         args.model = bc.model_spec(args.model, args.tokenizer)
         args.overrides = [f"model={args.model}", *args.overrides]  # first: the overrides win; children get it too
         args.model = None
@@ -179,7 +178,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--only {' '.join(unknown)}: no such variant here; there are {', '.join(VARIANTS)}")
     if args.child:
-        work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
+        work = bc.scratch("bench-not-aware-")
         r = run_variant(args.child, VARIANTS[args.child], args, work, Path(args.cache))
         print(json.dumps(r))
         return
@@ -187,7 +186,7 @@ def main() -> None:
 
     extra = [parse_variant(spec)[0] for spec in args.variant]
     names = [n for n in VARIANTS if not args.only or n in args.only or n == "paper-not" or n in extra]
-    work = Path(tempfile.mkdtemp(prefix="bench-not-aware-"))
+    work = bc.scratch("bench-not-aware-")
     results = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                "threads": torch.get_num_threads(), "batch": args.batch, "steps": args.steps,
                "warmup": args.warmup, "variants": {}}

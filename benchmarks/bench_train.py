@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -133,7 +132,7 @@ def main() -> None:
     args.batch = args.batch or (64 if cuda else 16)
     args.workers = (4 if cuda else 0) if args.workers is None else args.workers
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    work = Path(tempfile.mkdtemp(prefix="bench-train-"))
+    work = bc.scratch("bench-train-")
     tok = bc.tokenizer_dir(args.tokenizer)
     model_dir = bc.distilbert_folder(work, tok)
     rows = bc.triples(args.steps * args.batch, bc.words(tok), mixed=args.lengths == "mixed")

@@ -1,8 +1,11 @@
 """Shared fixtures: a tiny random encoder (shapes only) and small data files."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Never ~/.cache; under pytest-xdist (`-n auto`) each worker a cache of its own, since tests count hits
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER or "BOOLCL_CACHE" not in os.environ:
-    os.environ["BOOLCL_CACHE"] = __import__("tempfile").mkdtemp(prefix=f"boolcl-test-cache-{_WORKER or 'main'}-")
+    os.environ["BOOLCL_CACHE"] = tempfile.mkdtemp(prefix=f"boolcl-test-cache-{_WORKER or 'main'}-")
+    # removed when the process ends, so repeated runs leave nothing in the temporary folder
+    atexit.register(shutil.rmtree, os.environ["BOOLCL_CACHE"], ignore_errors=True)
 # N workers each running torch (and the processes their tests start) on every core fight over
 # them and run many times slower: each gets its share. Set before any test imports torch.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:

@@ -3,6 +3,7 @@
 Only the figures' structure is checked (which parts were timed, and the ratios' arithmetic),
 never a speed: timings belong in the benchmark's own output, not in a test."""
 import json
+import os
 import subprocess
 import sys
 
@@ -11,12 +12,14 @@ from conftest import ROOT, load_script
 
 
 def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(tiny_model_dir, tmp_path):
-    out = tmp_path / "bench.json"
+    out, scratch = tmp_path / "bench.json", tmp_path / "tmp"
+    scratch.mkdir()
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_not_aware.py"), "--only", "paper-not",
                            "not_plus", "--steps", "3", "--warmup", "1", "--batch", "8", "--launch", "--json", str(out),
                            f"model={tiny_model_dir}", "train.decomposition.warmup_steps=5"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not list(scratch.iterdir())  # its working folders, its children's too, are gone
     variants = json.loads(out.read_text())["variants"]
     assert list(variants) == ["paper-not", "not_plus"]
     paper, plus = variants["paper-not"], variants["not_plus"]

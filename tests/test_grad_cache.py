@@ -3,6 +3,7 @@ weight gradients of the whole batch's graph, whatever the objective's terms, the
 packing; it trains and refuses what it cannot do; its memory follows the chunk, not the batch. Resuming
 after a kill with caching on: test_train's kill -9 test."""
 import json
+import os
 import subprocess
 import sys
 import weakref
@@ -294,11 +295,14 @@ def test_out_of_memory_advice_says_what_accumulation_changes():
 
 def test_benchmark_runs_each_configuration_in_its_own_process(tiny_model_dir, tmp_path):
     """Only the figures' structure is checked, never a speed or a size."""
-    out = tmp_path / "bench.json"
+    out, scratch = tmp_path / "bench.json", tmp_path / "tmp"
+    scratch.mkdir()
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_grad_cache.py"), "--batches", "4",
                            "--chunk", "2", "--steps", "2", "--max-length", "16", "--model", str(tiny_model_dir),
-                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not list(scratch.iterdir())  # its working folders (model copies, pools) are gone
     results = json.loads(out.read_text())
     assert [r["batch"] for r in results["runs"]] == [4]
     for r in results["runs"]:
