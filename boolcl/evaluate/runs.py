@@ -29,12 +29,6 @@ from boolcl.errors import ConfigError, ModelError
 from boolcl.evaluate.command import run_evaluate
 
 SEED_SUFFIX = re.compile(r"^(?P<prefix>.+)[-_.](?:s|seed)[-_=]?(?P<seed>\d+)$")
-
-
-def seed_row(name: str) -> str:
-    """The row a run named `<variant>-s<seed>` shares with its other seeds (the variant); any other name is its own."""
-    seeded = SEED_SUFFIX.match(name)
-    return seeded.group("prefix") if seeded else name
 TIMESTAMP_SUFFIX = re.compile(r"-\d{8}-\d{6}$")  # train.py's run folders: <recipe>-YYYYmmdd-HHMMSS
 
 
@@ -200,6 +194,12 @@ def _unique_names(runs: list[Run]) -> None:
 
 
 # ---------------------------------------------------------------- seeds
+
+
+def seed_row(name: str) -> str:
+    """The row a run named `<variant>-s<seed>` shares with its other seeds (the variant); any other name is its own."""
+    seeded = SEED_SUFFIX.match(name)
+    return seeded.group("prefix") if seeded else name
 
 
 def seed_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:

@@ -58,7 +58,8 @@ def group_runs(runs: list[str]) -> dict[str, list[Path]]:
 
     groups: dict[str, list[Path]] = defaultdict(list)
     for given in runs:
-        groups[seed_row(Path(given).name)].append(Path(given))
+        folder = Path(given)
+        groups[seed_row(folder.name)].append(folder)
     return dict(groups)
 
 
