@@ -42,6 +42,14 @@ class DecompositionCfg:
 
 
 @dataclass
+class NamedCfg:
+    """NOT-aware: passages a question names (train/named.py), built from the pool's groups
+    (clusters.jsonl beside its train.jsonl)."""
+    topics: bool = False  # each group's topic as a passage, a labelled negative of its Boolean questions
+    or_questions: int = 0  # per group, questions joining two of its passages' titles with "or"; 0: none
+
+
+@dataclass
 class TrainCfg:
     boolean: str = "sample"  # Boolean examples: 'sample' (bundled pool), a JSONL path, or 'none'
     operators: list[str] = field(default_factory=lambda: ["not"])
@@ -93,6 +101,7 @@ class TrainCfg:
     # NOT-aware additions (recipe=not_plus; docs/method.md)
     retention: RetentionCfg = field(default_factory=RetentionCfg)
     decomposition: DecompositionCfg = field(default_factory=DecompositionCfg)
+    named: NamedCfg = field(default_factory=NamedCfg)
     num_workers: int = 0
 
 

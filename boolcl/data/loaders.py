@@ -156,14 +156,16 @@ def load_retrieval_set(spec: str) -> RetrievalSet:
                     "or a folder with eval.jsonl and corpus.jsonl")
 
 
+def pool_path(spec: str, name: str = "train.jsonl") -> Path:
+    """A training pool's file: its examples (`train.jsonl`), or a file beside them (`corpus.jsonl`,
+    `clusters.jsonl`)."""
+    path = SAMPLE_DIR / "train.jsonl" if spec == "sample" else Path(spec)
+    return path if name == "train.jsonl" else path.with_name(name)
+
+
 def load_training_pool(spec: str) -> tuple[list[TrainingExample], Corpus | None]:
     """Training examples from the bundled pool or a JSONL file (+ its corpus when it has one)."""
-    if spec == "sample":
-        path = SAMPLE_DIR / "train.jsonl"
-        corpus_path = SAMPLE_DIR / "corpus.jsonl"
-    else:
-        path = Path(spec)
-        corpus_path = path.with_name("corpus.jsonl")
+    path, corpus_path = pool_path(spec), pool_path(spec, "corpus.jsonl")
     rows = read_jsonl(path, TrainingExample.from_dict, unique=lambda r: r.qid)
     corpus = None
     if corpus_path.is_file():

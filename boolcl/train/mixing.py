@@ -15,11 +15,13 @@ from dataclasses import dataclass
 import torch
 
 from boolcl.data.hub import load_hf_split
-from boolcl.data.loaders import load_training_pool
-from boolcl.data.schema import Context, TrainingExample
+from boolcl.data.jsonl import read_jsonl
+from boolcl.data.loaders import load_training_pool, pool_path
+from boolcl.data.schema import Context, CorpusDoc, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
 from boolcl.train.decomposition import not_parts
+from boolcl.train.named import add_topic_negatives, named_or_questions, read_groups
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -88,12 +90,31 @@ def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
                  [r["negative"]], "simple") for r in ds]
 
 
+def with_named(examples: list[TrainingExample], corpus: Corpus | None, t,
+               where: str) -> tuple[list[TrainingExample], Corpus]:
+    """The pool with train.named's additions (train/named.py): topic negatives on its Boolean
+    examples, named OR questions after them."""
+    groups_path, corpus_path = pool_path(t.boolean, "clusters.jsonl"), pool_path(t.boolean, "corpus.jsonl")
+    if t.boolean == "none" or corpus is None or not groups_path.is_file():
+        raise DataError(where, None, "train.named builds on the pool's groups and passages: it needs clusters.jsonl "
+                        "and corpus.jsonl beside the pool's train.jsonl (the bundled sample's layout)")
+    groups = read_groups(groups_path)
+    if t.named.topics:
+        examples, corpus = add_topic_negatives(examples, corpus, groups, str(groups_path))
+    if t.named.or_questions:
+        titles = {d.docid: d.title for d in read_jsonl(corpus_path, CorpusDoc.from_dict) if d.title}
+        examples = examples + named_or_questions(groups, titles, t.named.or_questions, str(corpus_path))
+    return examples, corpus
+
+
 def build_mix(cfg) -> tuple[list[Item], dict]:
     """The training items for a config, and a summary of where they came from."""
     t = cfg.train
     rng = random.Random(cfg.seed)
     examples, corpus = load_training_pool(t.boolean) if t.boolean != "none" else ([], None)
     where = "sample training pool" if t.boolean == "sample" else t.boolean
+    if t.named.topics or t.named.or_questions:
+        examples, corpus = with_named(examples, corpus, t, where)
     boolean = [e for e in examples if e.question_type in set(t.operators)]
     if not boolean and t.boolean != "none":
         raise DataError(where, None, f"no training examples of type {list(t.operators)}", field="question_type")
