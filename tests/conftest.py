@@ -103,9 +103,27 @@ def write_evaluation(folder: Path, mrr: dict, ranking: dict) -> str:
 
 
 def write_pool(folder: Path, rows, small_set: Path) -> Path:
-    """A training pool (train.jsonl) next to a copy of the small set's corpus; returns train.jsonl."""
+    """A training pool (train.jsonl) next to a copy of the small set's corpus, and, when its rows name
+    clusters, their groups as `boolcl generate` writes them (train.groups.jsonl: the cluster's plain
+    question as its topic, each passage's first three words as its name); returns train.jsonl."""
     dump_jsonl(folder / "train.jsonl", rows)
-    (folder / "corpus.jsonl").write_text((small_set / "corpus.jsonl").read_text())
+    corpus = (small_set / "corpus.jsonl").read_text()
+    (folder / "corpus.jsonl").write_text(corpus)
+    texts = {r["docid"]: r["doc"] for r in map(json.loads, corpus.splitlines())}
+    groups: dict[str, dict] = {}
+    for r in rows:
+        prov = r.get("provenance") or {}
+        if prov.get("cluster"):
+            g = groups.setdefault(prov["cluster"], {"topic": prov.get("disjunctive", prov["cluster"]).rstrip("?"),
+                                                    "ids": []})
+            for c in r.get("positive_ctxs", []) + r.get("negative_ctxs", []):
+                if c["passage_id"] not in g["ids"]:
+                    g["ids"].append(c["passage_id"])
+    if groups:
+        dump_jsonl(folder / "train.groups.jsonl", [
+            {"cluster": name, "topic": g["topic"], "passages": [
+                {"docid": i, "name": " ".join(texts[i].split()[:3]), "text": texts[i]} for i in sorted(g["ids"])]}
+            for name, g in groups.items()])
     return folder / "train.jsonl"
 
 

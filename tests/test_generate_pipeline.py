@@ -15,7 +15,7 @@ from conftest import ROOT, dump_jsonl
 from llm_server import LLMServer
 
 from boolcl.config import compose
-from boolcl.data.loaders import load_retrieval_set, load_training_pool
+from boolcl.data.loaders import SAMPLE_DIR, load_retrieval_set, load_training_pool
 from boolcl.errors import ConfigError, DataError, LLMError
 from boolcl.generate import offline
 from boolcl.generate.pipeline import run_generate
@@ -92,6 +92,16 @@ def test_offline_end_to_end_on_the_sample(tmp_path, monkeypatch):
     items, _ = build_mix(compose(["recipe=tiny", f"train.boolean={out.resolve()}", "train.operators=[and,or,not]",
                                   "train.original=none"]))
     assert len(items) == 30 and all(it.positives and it.query for it in items)
+    # beside the examples: each of their groups with the sample's topic and its passages' titles
+    groups = rows(out.with_name("tiny.groups.jsonl"))
+    assert {g["cluster"] for g in groups} == {e.provenance["group"] for e in examples}
+    assert report["named"] == {"groups": len(groups), "with_topic": len(groups), "passages": report["named"]["passages"],
+                               "named": report["named"]["passages"], "from_titles": report["named"]["passages"]}
+    corpus = {r["docid"]: r for r in rows(SAMPLE_DIR / "corpus.jsonl")}
+    topics = {r["cluster"]: r["topic"] for r in rows(SAMPLE_DIR / "clusters.jsonl")}
+    for g in groups:
+        assert g["topic"] == topics[g["cluster"]]
+        assert all(p["name"] == corpus[p["docid"]]["title"] for p in g["passages"])
 
 
 def test_server_backend_matches_offline_and_rerun_is_free(tmp_path, key):
@@ -199,6 +209,36 @@ def test_garbage_answers_are_counted_never_fatal(tmp_path, key):
     assert report["final_examples"] == 12
 
 
+def test_untitled_passages_are_named_by_the_llm_and_bad_names_are_counted(tmp_path, key):
+    untitled = dump_jsonl(tmp_path / "untitled" / "corpus.jsonl",
+                          [{"docid": r["docid"], "doc": r["doc"]} for r in rows(SAMPLE_DIR / "corpus.jsonl")])
+    with LLMServer() as srv:
+        srv.script({"content": '**Name:** "Oak"'}, times=1, when="name")
+        srv.script({"content": "Which passage is this?"}, times=1, when="name")
+        srv.script({"content": "I'm sorry, I can't help with that."}, times=1, when="topic")
+        out = run_generate(compose(overrides(tmp_path, *server_args(srv), f"generate.corpus={untitled}",
+                                             "generate.grouping=prefix")), show_progress=False)
+        named_requests = sum(e["kind"] in ("name", "topic") for e in srv.log)
+    report = json.loads(report_path(out).read_text())
+    groups = rows(out.with_name("gen.groups.jsonl"))
+    listed = [p for g in groups for p in g["passages"]]
+    assert named_requests == len(groups) + len(listed)  # one topic per group, one name per untitled passage
+    answers = report["llm_answers"]
+    assert answers["topic"] == {"ok": len(groups) - 1, "dropped": {"refusal": 1}, "normalised": {}}
+    assert answers["name"]["dropped"] == {"a question, not a name": 1} and answers["name"]["normalised"] == {"label removed": 1}
+    assert sum("topic" not in g for g in groups) == 1 and sum("name" not in p for p in listed) == 1
+    assert sum(p.get("name") == "Oak" for p in listed) == 1
+    assert report["named"]["from_titles"] == 0 and report["named"]["named"] == len(listed) - 1
+
+
+def test_without_naming_no_groups_file_is_left_beside_the_examples(tmp_path):
+    out = run_generate(compose(overrides(tmp_path)), show_progress=False)
+    assert out.with_name("gen.groups.jsonl").is_file()
+    again = run_generate(compose(overrides(tmp_path, "generate.named=false", "overwrite=true")), show_progress=False)
+    assert again == out and not out.with_name("gen.groups.jsonl").exists()  # it described the replaced examples
+    assert json.loads(report_path(out).read_text())["named"] is None
+
+
 def yes_man(messages):
     """Answers like the offline backend, except that every passage 'answers' every check."""
     from boolcl.generate import prompts
@@ -208,7 +248,9 @@ def yes_man(messages):
 
 def test_filter_strictness_decides_and_both_counts_are_reported(tmp_path, key):
     with LLMServer(yes_man) as srv:
-        common = ["generate.num_examples=6", "generate.max_draws_per_example=100", *server_args(srv)]
+        # naming off: only the lax run keeps examples, whose groups would cost requests of their own
+        common = ["generate.num_examples=6", "generate.max_draws_per_example=100", "generate.named=false",
+                  *server_args(srv)]
         shared = tmp_path / "cache"
         strict = run_generate(compose(overrides(tmp_path / "s", *common, "generate.filter=strict", cache=shared)),
                               show_progress=False)

@@ -1,6 +1,7 @@
 """Unit tests of the generator's parts: parsing, prompts, composition labels, filter, cache keys, grouping."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -73,6 +74,33 @@ def test_cut_off_answer_is_dropped():
     assert parse.question("Which river is longest?", finish_reason="length").ok
 
 
+@pytest.mark.parametrize("raw, value, reason", [
+    ("Barn swallow", "Barn swallow", None),
+    ('**Name:** "Barn swallow".', "Barn swallow", None),
+    ("Topic: birds that migrate in winter\nThese passages describe birds.", "birds that migrate in winter", None),
+    ("Sure, here it is: migratory birds", "migratory birds", None),
+    ("<think>they all fly south</think>\nMigratory birds", "Migratory birds", None),
+    ("", None, "empty answer"),
+    ("I'm sorry, I cannot name it.", None, "refusal"),
+    ("Which birds migrate?", None, "a question, not a name"),
+    ("a very long name that goes on and on well past what any heading would say", None, "too long"),
+    ("The passage about swallows", None, "refers to the passage"),
+])
+def test_a_name_is_one_short_line_or_a_reason(raw, value, reason):
+    p = parse.phrase(raw)
+    assert (p.value, p.reason) == (value, reason)
+    assert parse.phrase("Barn swal", finish_reason="length").reason == "cut off (max_tokens)"
+
+
+def test_offline_names_come_from_the_sample_or_the_passage():
+    swallow = offline.respond(prompts.name(prompts.Passage(None, "Swallows are small birds that feed in flight.")))
+    assert swallow == "Swallows are small"
+    assert offline.respond(prompts.name(prompts.Passage("Barn swallow", "A bird."))) == "Barn swallow"
+    shared = offline.respond(prompts.topic([prompts.Passage(None, "Swallows migrate south."),
+                                            prompts.Passage(None, "Storks migrate south too.")]))
+    assert shared == "migrate and south"
+
+
 @pytest.mark.parametrize("raw, verdict", [
     ("CANNOT ANSWER", parse.CANNOT), ("Cannot answer.", parse.CANNOT), ("cannot answer", parse.CANNOT),
     ("The passage doesn't say.", parse.CANNOT), ("It does not mention the liver.", parse.CANNOT),
@@ -110,6 +138,10 @@ def test_prompts_round_trip():
     f = prompts.fields_of(prompts.answer("Which cat hunts alone?", b))
     assert f.kind == "answer" and f.questions["question"] == "Which cat hunts alone?" and f.passages[0].title is None
     assert prompts.kind_of([{"role": "user", "content": "hello"}]) is None
+    f = prompts.fields_of(prompts.topic([a, b]))
+    assert f.kind == "topic" and [p.text for p in f.passages] == [a.text, b.text]
+    f = prompts.fields_of(prompts.name(b))
+    assert f.kind == "name" and f.passages[0].title is None and f.passages[0].text == b.text
 
 
 def test_passages_are_cut_in_prompts():
@@ -119,9 +151,10 @@ def test_passages_are_cut_in_prompts():
 
 
 def test_no_prompt_mentions_a_key_or_changes_silently():
-    # the version string must change with the wording: pin a hash of all prompt text
+    # the version string must change with the wording: pin a hash of all prompt text beside it
     text = json.dumps([prompts.SYSTEM, prompts.HEADS, prompts.RULES], sort_keys=True)
-    assert prompts.PROMPT_VERSION == "boolcl-gen-v1", "bump PROMPT_VERSION when the prompts change"
+    pinned = (prompts.PROMPT_VERSION, hashlib.sha256(text.encode()).hexdigest()[:16])
+    assert pinned == ("boolcl-gen-v2", "82748257d4387812"), "prompts changed: bump PROMPT_VERSION, then this pin"
     assert "sk-" not in text
 
 

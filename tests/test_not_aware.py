@@ -301,14 +301,18 @@ def composable(pool) -> int:
 def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     out = train(plus_cfg(tiny_model_dir, not_pool, tmp_path / "run"))
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
-    # 4 NOT + 6 original items, batch 2: 5 steps per epoch, 2 epochs
-    assert [r["step"] for r in log] == list(range(1, 11))
+    # 4 NOT + 6 named OR (3 per cluster) + 6 original items, batch 2: 8 steps per epoch, 2 epochs
+    assert [r["step"] for r in log] == list(range(1, 17))
     terms = {k for r in log for k in r if k.startswith("loss_")}
     assert terms == {"loss_contrastive", "loss_retention", "loss_decomposition"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
     # the pool is also the original data here, so its 4 NOT questions come twice; the recipe
     # composes more from their parts (duplicates give no new parts)
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": composable(not_pool)}
+    assert mix["named"] == {"file": str(not_pool.with_name("train.groups.jsonl")), "groups": 2, "topic_negatives": 4,
+                            "or_questions": 6}
+    assert str(not_pool.with_name("train.groups.jsonl")) in json.loads((out / "data_manifest.json").read_text())["files"]
+    assert "4 topic negatives, 6 named OR questions" in (out / "README.md").read_text()
     assert json.loads((out / "modules.json").read_text())[1]["type"].endswith(".Pooling")  # sentence-transformers
     for r in log:
         parts = sum(v for k, v in r.items() if k.startswith("loss_"))

@@ -89,7 +89,8 @@ def test_the_last_steps_scores_are_what_boolcl_evaluate_gives(tiny_model_dir, po
 def test_scoring_does_not_change_the_final_weights(tiny_model_dir, pool, small_set, tmp_path, recipe):
     """Dropout is on in the tiny model: a scorer that left the model in eval mode or moved a
     random generator would show here."""
-    extra = [f"recipe={recipe}", "train.original_size=null", "train.lr=1e-3"]
+    extra = [f"recipe={recipe}", "train.original_size=null", "train.lr=1e-3",
+             "train.named.topics=false", "train.named.or_questions=0"]  # this pool names no groups
     plain = train(cfg_for(tiny_model_dir, pool, tmp_path / "plain", *extra))
     scored = train(cfg_for(tiny_model_dir, pool, tmp_path / "scored", *extra, "train.eval_every=1",
                            f"train.eval_data={small_set}", "train.keep_best=MRR@10/NOT"))

@@ -44,7 +44,7 @@ class DecompositionCfg:
 @dataclass
 class NamedCfg:
     """NOT-aware: passages a question names (train/named.py), built from the pool's groups
-    (clusters.jsonl beside its train.jsonl)."""
+    (the sample's clusters.jsonl, or the <stem>.groups.jsonl `boolcl generate` writes)."""
     topics: bool = False  # each group's topic as a passage, a labelled negative of its Boolean questions
     or_questions: int = 0  # per group, questions joining two of its passages' titles with "or"; 0: none
 
@@ -167,6 +167,8 @@ class GenerateCfg:
     exclude: Optional[str] = None  # an eval set (e.g. sample) whose labelled passages are never used
     cache_dir: Optional[str] = ".boolcl_cache/generate"  # LLM answers and embeddings (null: none); resumes a killed run
     max_draws_per_example: float = 20.0  # give up (and report a shortfall) after this many draws per example asked
+    # name each group's topic and its passages (titles, else the LLM) into <stem>.groups.jsonl, for train.named
+    named: bool = True
 
 
 @dataclass

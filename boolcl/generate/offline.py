@@ -5,7 +5,8 @@ It answers the same prompts as a real model (it reads their material back with
 filter, mining, the report — runs anywhere, in the demo and in the tests. It is
 clearly weaker than an LLM: simple and broad questions come from the bundled
 sample's hand-written material where the passage is one of the sample's, and from
-templates elsewhere; AND / OR / NOT questions are templates; the answer check is
+templates elsewhere; so do a group's topic and a passage's name (the sample's cluster topics
+and titles, else shared words and the first words of the passage); AND / OR / NOT questions are templates; the answer check is
 word overlap. Every example it makes says so in its provenance and in the report.
 """
 from __future__ import annotations
@@ -64,15 +65,18 @@ def _lower_first(s: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _sample_material() -> tuple[dict, dict, dict]:
-    """(doc text -> docid, docid -> simple question, cluster -> broad question) from the bundled sample."""
+def _sample_material() -> tuple[dict, dict, dict, dict, dict]:
+    """(doc text -> docid, docid -> simple question, cluster -> broad question, cluster -> topic,
+    docid -> title) from the bundled sample."""
 
-    by_text, simple, broad = {}, {}, {}
+    by_text, simple, broad, topic, title = {}, {}, {}, {}, {}
     try:
         for line in (SAMPLE_DIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
                 by_text[" ".join(row["doc"].split())] = row["docid"]
+                if row.get("title"):
+                    title[row["docid"]] = row["title"]
         for line in (SAMPLE_DIR / "train.jsonl").read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
@@ -83,9 +87,11 @@ def _sample_material() -> tuple[dict, dict, dict]:
                 row = json.loads(line)
                 if row.get("disjunctive"):
                     broad[row["cluster"]] = row["disjunctive"]
+                if row.get("topic"):
+                    topic[row["cluster"]] = row["topic"]
     except (OSError, ValueError, KeyError):
         pass
-    return by_text, simple, broad
+    return by_text, simple, broad, topic, title
 
 
 def _docid(p: prompts.Passage) -> str | None:
@@ -119,6 +125,28 @@ def broad_question(passages: list[prompts.Passage]) -> str:
     if words:
         return f"What is there to know about {', '.join(sorted(words))}?"
     return "What topics do these subjects share?"
+
+
+def topic_phrase(passages: list[prompts.Passage]) -> str:
+    ids = [_docid(p) for p in passages]
+    clusters = {i.rsplit("/", 1)[0] for i in ids if i}
+    if len(clusters) == 1 and None not in ids:
+        found = _sample_material()[3].get(clusters.pop())
+        if found:
+            return found
+    shared = set.intersection(*(content(p.text) for p in passages)) if passages else set()
+    words = sorted(shared, key=lambda w: (-len(w), w))[:3]
+    return " and ".join(sorted(words)) if words else "related subjects"
+
+
+def passage_name(p: prompts.Passage) -> str:
+    if p.title:
+        return p.title
+    docid = _docid(p)
+    if docid and docid in _sample_material()[4]:
+        return _sample_material()[4][docid]
+    words = re.findall(r"[A-Za-z][\w'-]*", p.text)[:3]
+    return " ".join(words) or "Untitled"
 
 
 _AUX = {"is", "are", "was", "were", "has", "have", "had", "can", "could", "will", "would"}
@@ -212,6 +240,10 @@ def respond(messages: list[dict]) -> str:
         return compose_or(f.questions["a"], f.questions["b"])
     if f.kind == "not":
         return compose_not(f.questions["broad"], f.questions["excluded"])
+    if f.kind == "topic":
+        return topic_phrase(f.passages)
+    if f.kind == "name":
+        return passage_name(f.passages[0]) if f.passages else "Untitled"
     return judge(f.questions["question"], f.passages[0]) if f.passages else prompts.CANNOT
 
 

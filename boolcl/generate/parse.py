@@ -1,8 +1,9 @@
 """Turn what an LLM really returns into one clean question or a verdict, never an exception.
 
 `question(text)` returns a `Parsed`: the question (or None) plus the reason it was
-dropped and the normalisations applied, so the report can count both. `verdict(text)`
-reads the answer check of the cyclic filter as answered / cannot / unusable.
+dropped and the normalisations applied, so the report can count both. `phrase(text)` does
+the same for a short name (a group's topic, a passage's subject). `verdict(text)` reads the
+answer check of the cyclic filter as answered / cannot / unusable.
 """
 from __future__ import annotations
 
@@ -134,6 +135,37 @@ def question(text: str | None, *, finish_reason: str | None = None) -> Parsed:
         return Parsed(None, "refers to the passage", notes)
     q = q[0].upper() + q[1:]
     return Parsed(q, None, notes)
+
+
+MAX_PHRASE_WORDS = 10
+_PHRASE_LABEL = re.compile(r"^\s*(?:\*\*)?\s*(?:topic|subject|name|title|heading)\s*(?:\*\*)?\s*:\s*", re.I)
+
+
+def phrase(text: str | None, *, finish_reason: str | None = None) -> Parsed:
+    """One short name out of an LLM reply (its first non-empty line, labels and quotes removed),
+    or a counted reason to drop it."""
+    notes: list[str] = []
+    if text is None or not str(text).strip():
+        return Parsed(None, "empty answer")
+    raw = _FENCE.sub("\n", _THINK.sub(" ", str(text))).replace("\r", "\n")
+    if _REFUSAL.match(raw) or _NO_ANSWER.search(raw):
+        return Parsed(None, "refusal")
+    if finish_reason == "length":
+        return Parsed(None, "cut off (max_tokens)")
+    line = next((ln for ln in raw.splitlines() if ln.strip()), "")
+    cleaned = _PHRASE_LABEL.sub("", _PREAMBLE.sub("", _BULLET.sub("", line, count=1), count=1), count=1)
+    if cleaned != line:
+        notes.append("label removed")
+    name = " ".join(cleaned.split()).rstrip(" .!;:").strip(_QUOTES + " ").rstrip(" .!;:")
+    if not name:
+        return Parsed(None, "empty answer", notes)
+    if "?" in name:
+        return Parsed(None, "a question, not a name", notes)
+    if len(name.split()) > MAX_PHRASE_WORDS:
+        return Parsed(None, "too long", notes)
+    if _SELF_REF.search(name):
+        return Parsed(None, "refers to the passage", notes)
+    return Parsed(name, None, notes)
 
 
 def check_operator(op: str, q: str, broad: str | None = None) -> str | None:

@@ -1,8 +1,9 @@
 """`boolcl generate`: corpus -> groups -> atomic questions -> AND/OR/NOT -> cyclic filter -> negatives.
 
 `run_generate(cfg)` writes the training examples (JSONL, passage text inline so
-`train.boolean=<file>` works anywhere) and `<file stem>.report.json` beside them,
-prints a summary, and returns the examples' path. Each step lives in its own module;
+`train.boolean=<file>` works anywhere), `<file stem>.groups.jsonl` (each group's topic and
+passage names, `generate.named`) and `<file stem>.report.json` beside them, prints a
+summary, and returns the examples' path. Each step lives in its own module;
 this one only passes the data along, in the order it flows.
 
 Every random choice comes from `seed` and every LLM answer from the cache once it
@@ -11,8 +12,8 @@ rerun makes no request at all. Draws run concurrently but are counted in draw
 order, so the output never depends on timing (see `boolcl.generate.schedule`).
 
 A generated set costs LLM calls, so an earlier one is never replaced unnoticed: an `out=` folder
-that holds anything, or an examples file or report that exists, is written only when its report
-says it came from the same settings, or with `overwrite=true`.
+that holds anything, or an examples, groups or report file that exists, is written only when its
+report says it came from the same settings, or with `overwrite=true`.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from boolcl.generate.identity import (
     save_walked,
     state_path,
 )
+from boolcl.generate.naming import groups_path, name_groups, named_groups
 from boolcl.generate.negatives import hard_negatives
 from boolcl.generate.report import (
     build_report,
@@ -75,7 +77,7 @@ def check_output(cfg, out: Path) -> None:
         return
     if overwrite or same_run(report_path(out), cfg):
         return
-    for path in (out, report_path(out)):
+    for path in (out, groups_path(out), report_path(out)):
         if path.exists():
             raise ConfigError(f"{path} exists and is not from a run with these settings (its report says otherwise, "
                               f"or there is none): choose another out=, or set {OVERWRITE} to replace it")
@@ -111,8 +113,15 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     state = None
     if cache is not None:
         state = state_path(cache_dir, run_identity(identity, cfg, targets, passages, groups))
-    sched, chosen = run_draws(cfg, passages, groups, targets, backend=backend, stats=stats, identity=identity,
-                              cache=cache, hint=read_hint(state), show_progress=show_progress)
+    async def naming(llm, sched, chosen):  # each kept group's topic and passage names, same client
+        if not g.named:
+            return None
+        kept = named_groups([o for op in targets for o in chosen[op]], groups)
+        return await name_groups(cfg, llm, passages, kept, parses=sched.work.parses, show_progress=show_progress)
+
+    sched, chosen, named = run_draws(cfg, passages, groups, targets, backend=backend, stats=stats,
+                                     identity=identity, cache=cache, hint=read_hint(state),
+                                     show_progress=show_progress, then=naming)
     if state is not None:
         save_walked(state, sched.walked)  # an identical rerun stops launching draws exactly here
     t_llm = time.perf_counter()
@@ -127,10 +136,15 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     examples = build_examples(ordered, mined, sched.labels, passages, strategy=strategy, mode=sched.work.mode,
                               llm_info=info, seed=seed, offline=offline)
     write_jsonl(out, examples)
+    if named is not None:
+        write_jsonl(groups_path(out), named.rows)
+    else:
+        groups_path(out).unlink(missing_ok=True)  # an earlier run's groups would not match these examples
 
     report = build_report(cfg, out=out, identity=identity, llm_info=info, passages=passages, strategy=strategy,
                           groups=groups, pool=pool, targets=targets, chosen=chosen, examples=len(examples),
                           sched=sched, stats=stats, mined=mined, encoder=encoder,
+                          named=named.counts if named is not None else None,
                           times=(t0, t_groups, t_llm, t_mine))
     write_report(report, report_path(out), str(cfg.llm.api_key_env))
     print_summary(report, console)

@@ -1,9 +1,11 @@
 """The prompts, versioned: changing any wording must change PROMPT_VERSION.
 
-Six kinds of request, after the BoolQuestions recipe: a simple question per passage,
+Six kinds of request after the BoolQuestions recipe: a simple question per passage,
 one broad ("disjunctive") question that each candidate passage answers on its own,
 the three Boolean rewrites (AND / OR / NOT), and the answer check used by the
-cyclic-consistency filter. The wording is this project's own.
+cyclic-consistency filter. Two more name what the questions are about, for training on
+passages a question names (`boolcl.generate.naming`): a group's topic and a passage's
+subject. The wording is this project's own.
 
 Every prompt is two chat messages (system + user). The first line of the user
 message names the task, so `kind_of` can tell requests apart and `fields_of` can
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-PROMPT_VERSION = "boolcl-gen-v1"
+PROMPT_VERSION = "boolcl-gen-v2"
 CANNOT = "CANNOT ANSWER"
 
 SYSTEM = ("You help build a test collection for search engines. You write questions that real users "
@@ -28,6 +30,8 @@ HEADS = {
     "or": "Task: merge two questions into one question that asks for either.",
     "not": "Task: turn a question with an exclusion into natural language.",
     "answer": "Task: answer a question from one passage, or say that it cannot.",
+    "topic": "Task: name the subject that related passages share.",
+    "name": "Task: name the subject of one passage.",
 }
 
 RULES = {
@@ -50,6 +54,11 @@ RULES = {
                "the very thing the question excludes does not answer it. When the question offers "
                "alternatives joined by \"or\", answering one of them is enough. If the passage does not "
                f"answer the question, reply exactly: {CANNOT}"),
+    "topic": ("The passages below are about related subjects. Name, in a short noun phrase of two to eight "
+              "words, the subject they have in common, the way a heading in an encyclopedia would (for "
+              "example: birds that migrate in winter). Reply with the phrase only."),
+    "name": ("Name the subject of the passage below in one to five words, the way the title of an "
+             "encyclopedia article would (for example: Barn swallow). Reply with the name only."),
 }
 
 
@@ -121,6 +130,14 @@ def negation(broad: str, excluded: str) -> list[dict]:
 def answer(question: str, passage: Passage, limit: int | None = None) -> list[dict]:
     body = f"{RULES['answer']}\n\nQuestion: {_clean(question)}\n\n{_passages([passage], limit)}"
     return _messages("answer", body)
+
+
+def topic(passages: list[Passage], limit: int | None = None) -> list[dict]:
+    return _messages("topic", f"{RULES['topic']}\n\n{_passages(passages, limit)}")
+
+
+def name(passage: Passage, limit: int | None = None) -> list[dict]:
+    return _messages("name", f"{RULES['name']}\n\n{_passages([passage], limit)}")
 
 
 def expression(op: str, broad: str | None, simples: list[str]) -> str:

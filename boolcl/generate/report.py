@@ -89,10 +89,10 @@ def report_path(out: Path) -> Path:
 def build_report(cfg, *, out: Path, identity: dict, llm_info: dict, passages: Passages, strategy: str,
                  groups: list[Group], pool: list[int], targets: dict[str, int], chosen: dict[str, list],
                  examples: int, sched, stats: LLMStats, mined: list[list[int]], encoder,
-                 times: tuple[float, float, float, float]) -> dict:
+                 times: tuple[float, float, float, float], named: dict | None = None) -> dict:
     """The report of one run. `sched`: the finished Scheduler (funnel, stop reasons, and its
     DrawProcessor's answer counters); `times`: perf_counter at start, after grouping, after the
-    LLM phase and after mining."""
+    LLM phase and after mining; `named`: what naming the groups found (None: not asked)."""
     g, llm_cfg, s = cfg.generate, cfg.llm, stats
     offline = llm_cfg.backend == "offline"
     work = sched.work
@@ -115,6 +115,7 @@ def build_report(cfg, *, out: Path, identity: dict, llm_info: dict, passages: Pa
         "per_operator": {op: len(chosen[op]) for op in targets},
         "shortfall": "; ".join(f"{op}: {v}" for op, v in shortfall.items()),
         "filter_mode": work.mode,
+        "named": named,
         "operators": sched.funnel.to_dict(list(targets)),
         "llm_answers": work.parses.to_dict(), "checks": {k: dict(v) for k, v in work.verdicts.items()},
         "calls": s.to_dict(),
@@ -181,6 +182,10 @@ def print_summary(report: dict, console: Console | None = None) -> None:
                   f"{c['cache_hits']} from cache, retries: {retries}; tokens this run "
                   f"{t['prompt'] + t['completion']:,}{' (estimated)' if t['estimated'] else ''}, cost "
                   f"${report['cost_usd']['this_run']:.4f} (whole set ${report['cost_usd']['whole_set']:.4f})")
+    n = report.get("named")
+    if n:
+        console.print(f"named: {n['with_topic']} of {n['groups']} groups with a topic, {n['named']} of "
+                      f"{n['passages']} passages with a name ({n['from_titles']} from titles)")
     if report["shortfall"]:
         console.print(f"[yellow]fewer examples than asked:[/] {report['shortfall']}")
     console.print(f"[green]wrote[/] {report['final_examples']} examples to {report['output']} "

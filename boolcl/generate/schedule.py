@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -173,8 +174,9 @@ class Scheduler:
 
 
 def run_draws(cfg, passages: Passages, groups: list[Group], targets: dict[str, int], *, backend, stats, identity: dict,
-              cache, hint: dict[str, int], show_progress: bool) -> tuple[Scheduler, dict[str, list[Outcome]]]:
-    """The whole LLM phase in one event loop: (the scheduler with its counters, the kept outcomes per operator).
+              cache, hint: dict[str, int], show_progress: bool, then=None) -> tuple[Scheduler, dict[str, list[Outcome]], Any]:
+    """The whole LLM phase in one event loop: (the scheduler with its counters, the kept outcomes per
+    operator, what `then(llm, sched, kept)` returned: further requests through the same client, or None).
 
     The client is built inside the loop it serves and closed even when a request fails.
     """
@@ -182,7 +184,8 @@ def run_draws(cfg, passages: Passages, groups: list[Group], targets: dict[str, i
         llm = LLM(backend, stats, identity=identity, concurrency=int(cfg.llm.concurrency), cache=cache)
         sched = Scheduler(cfg, groups, DrawProcessor(cfg, passages, llm), show_progress, hint=hint)
         try:
-            return sched, await sched.generate(targets, int(cfg.seed))
+            kept = await sched.generate(targets, int(cfg.seed))
+            return sched, kept, (await then(llm, sched, kept) if then is not None else None)
         finally:
             await llm.close()
 

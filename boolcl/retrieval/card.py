@@ -188,6 +188,10 @@ def run_section(meta: dict) -> str:
             m = mix[part]
             ops = f", operators {', '.join(m['operators'])}" if m.get("operators") else ""
             out.append(f"- {part}: `{m.get('source')}`{ops}: {m.get('examples')} examples used")
+    if "named" in mix:
+        n = mix["named"]
+        out.append(f"- passages questions name, from `{Path(n['file']).name}` ({n['groups']} groups): "
+                   f"{n['topic_negatives']} topic negatives, {n['or_questions']} named OR questions")
     for source, counts in data["per_operator"].items():
         out.append(f"- questions per type in `{source}` (before sampling): " +
                    ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

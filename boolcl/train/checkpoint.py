@@ -89,6 +89,9 @@ def manifest(cfg, mix: dict) -> dict:
             files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
         if str(spec) not in per_operator:
             per_operator[str(spec)] = dict(Counter(e.question_type for e in load_training_pool(spec)[0]))
+    if "named" in mix:  # the groups file train.named read
+        p = Path(mix["named"]["file"])
+        files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
     return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg),
             "versions": library_versions()}
 

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 import torch
 
 from boolcl.data.hub import load_hf_split
-from boolcl.data.jsonl import read_jsonl
-from boolcl.data.loaders import load_training_pool, pool_path
-from boolcl.data.schema import Context, CorpusDoc, TrainingExample
+from boolcl.data.loaders import load_training_pool
+from boolcl.data.schema import Context, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
 from boolcl.train.decomposition import not_parts
-from boolcl.train.named import add_topic_negatives, named_or_questions, read_groups
+from boolcl.train.named import add_topic_negatives, load_groups, named_or_questions
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -91,20 +90,24 @@ def load_msmarco_triplets(limit: int | None, seed: int) -> list[Item]:
 
 
 def with_named(examples: list[TrainingExample], corpus: Corpus | None, t,
-               where: str) -> tuple[list[TrainingExample], Corpus]:
-    """The pool with train.named's additions (train/named.py): topic negatives on its Boolean
-    examples, named OR questions after them."""
-    groups_path, corpus_path = pool_path(t.boolean, "clusters.jsonl"), pool_path(t.boolean, "corpus.jsonl")
-    if t.boolean == "none" or corpus is None or not groups_path.is_file():
-        raise DataError(where, None, "train.named builds on the pool's groups and passages: it needs clusters.jsonl "
-                        "and corpus.jsonl beside the pool's train.jsonl (the bundled sample's layout)")
-    groups = read_groups(groups_path)
+               where: str) -> tuple[list[TrainingExample], list[TrainingExample], Corpus, dict]:
+    """train.named's additions (train/named.py): (the pool's examples with topic negatives, the
+    named OR questions, the corpus with the passages they need, their counts for the manifest)."""
+    if t.boolean == "none":
+        raise DataError(where, None, "train.named builds on a Boolean pool's groups: set train.boolean")
+    groups, passages, path = load_groups(t.boolean, where)
+    known = set(corpus.ids) if corpus else set()
+    extra = [(i, x) for i, x in zip(passages.ids, passages.texts) if i not in known]
+    corpus = Corpus((corpus.ids if corpus else []) + [i for i, _ in extra],
+                    (corpus.texts if corpus else []) + [x for _, x in extra])
+    before = len(corpus.ids)
     if t.named.topics:
-        examples, corpus = add_topic_negatives(examples, corpus, groups, str(groups_path))
-    if t.named.or_questions:
-        titles = {d.docid: d.title for d in read_jsonl(corpus_path, CorpusDoc.from_dict) if d.title}
-        examples = examples + named_or_questions(groups, titles, t.named.or_questions, str(corpus_path))
-    return examples, corpus
+        examples, corpus = add_topic_negatives(examples, corpus, groups, where)
+    topic_ids = set(corpus.ids[before:])
+    named = named_or_questions(groups, t.named.or_questions, where) if t.named.or_questions else []
+    counts = {"file": str(path), "groups": len(groups), "or_questions": len(named),
+              "topic_negatives": sum(c.passage_id in topic_ids for e in examples for c in e.negative_ctxs)}
+    return examples, named, corpus, counts
 
 
 def build_mix(cfg) -> tuple[list[Item], dict]:
@@ -113,13 +116,17 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     rng = random.Random(cfg.seed)
     examples, corpus = load_training_pool(t.boolean) if t.boolean != "none" else ([], None)
     where = "sample training pool" if t.boolean == "sample" else t.boolean
+    named: list[TrainingExample] = []
+    named_counts = None
     if t.named.topics or t.named.or_questions:
-        examples, corpus = with_named(examples, corpus, t, where)
-    boolean = [e for e in examples if e.question_type in set(t.operators)]
+        examples, named, corpus, named_counts = with_named(examples, corpus, t, where)
+    boolean = [e for e in examples + named if e.question_type in set(t.operators)]
     if not boolean and t.boolean != "none":
         raise DataError(where, None, f"no training examples of type {list(t.operators)}", field="question_type")
     rng.shuffle(boolean)
-    boolean = boolean[: t.num_examples]
+    extra = {id(e) for e in named}  # on top of train.num_examples, which counts the pool's own
+    keep = extra | {id(e) for e in [e for e in boolean if id(e) not in extra][: t.num_examples]}
+    boolean = [e for e in boolean if id(e) in keep]
     items = to_items(boolean, corpus, where)
     if t.original == "sample":
         pool, pool_corpus = (examples, corpus) if t.boolean == "sample" else load_training_pool("sample")
@@ -146,4 +153,6 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
                             field="score")
     summary = {"boolean": {"source": t.boolean, "operators": list(t.operators), "examples": len(items)},
                "original": {"source": t.original, "examples": len(original)}}
+    if named_counts is not None:
+        summary["named"] = named_counts
     return items + original, summary

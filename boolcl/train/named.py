@@ -12,17 +12,24 @@ pool's own groups, show the model each case:
 - named OR questions (`train.named.or_questions=N`): per group, N questions joining two of its
   passages' titles with "or" ("Barn swallow or White stork?"), both passages positive.
 
-A pool's groups are the sample's layout: `clusters.jsonl` beside the pool's `train.jsonl`,
-one row per group with `cluster`, `topic`, `docids` and `split`; only `split: train` groups
-(or rows without a split) are read, so a held-out group never reaches training.
+A pool's groups come in one of two layouts, both read here:
+
+- the sample's: `clusters.jsonl` beside the pool's `train.jsonl`, one row per group with
+  `cluster`, `topic`, `docids` and `split`, the names being the titles in `corpus.jsonl`;
+  only `split: train` groups (or rows without a split) are read, so a held-out group never
+  reaches training;
+- `boolcl generate`'s: `<stem>.groups.jsonl` beside `<stem>.jsonl`, one row per group with
+  `cluster`, `topic` and `passages` (`docid`, `name`, `text`), from the generator's naming step.
 """
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from boolcl.data.jsonl import read_jsonl
+from boolcl.data.loaders import pool_path
 from boolcl.data.schema import Context, CorpusDoc, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
@@ -36,11 +43,10 @@ class Group:
     name: str
     topic: str | None
     docids: tuple[str, ...]
+    names: dict[str, str] = field(default_factory=dict, compare=False)  # docid -> a short name (a title)
 
 
-def read_groups(path: Path) -> list[Group]:
-    """The training groups of `path` (clusters.jsonl), in file order; a bad row names its line."""
-    groups = []
+def _rows(path: Path):
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -51,18 +57,64 @@ def read_groups(path: Path) -> list[Group]:
                 raise DataError(str(path), line_no, f"not JSON: {e.msg}") from None
             if not isinstance(row, dict):
                 raise DataError(str(path), line_no, "a row must be a JSON object")
-            if row.get("split", "train") != "train":
-                continue
-            name, docids = row.get("cluster"), row.get("docids")
-            if not isinstance(name, str) or not name:
-                raise DataError(str(path), line_no, "'cluster' must name the group", field="cluster")
+            yield line_no, row
+
+
+def _text(path: Path, line_no: int, row: dict, key: str, what: str) -> str | None:
+    value = row.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise DataError(str(path), line_no, f"'{key}' must be a non-empty string when given ({what})", field=key)
+    return value
+
+
+def read_groups(path: Path) -> tuple[list[Group], dict[str, str]]:
+    """The training groups of `path` in file order, and the passage texts it carries (generated
+    layout); a bad row names its line and field."""
+    groups, texts = [], {}
+    for line_no, row in _rows(path):
+        if row.get("split", "train") != "train":
+            continue
+        name = row.get("cluster")
+        if not isinstance(name, str) or not name:
+            raise DataError(str(path), line_no, "'cluster' must name the group", field="cluster")
+        topic = _text(path, line_no, row, "topic", "the group's topic")
+        names = {}
+        if "passages" in row:
+            listed = row["passages"]
+            if not isinstance(listed, list) or not all(isinstance(p, dict) and isinstance(p.get("docid"), str)
+                                                       and isinstance(p.get("text"), str) for p in listed):
+                raise DataError(str(path), line_no, "'passages' must list objects with a 'docid' and a 'text'",
+                                field="passages")
+            for p in listed:
+                texts[p["docid"]] = p["text"]
+                if _text(path, line_no, p, "name", "a passage's name"):
+                    names[p["docid"]] = p["name"]
+            docids = [p["docid"] for p in listed]
+        else:
+            docids = row.get("docids")
             if not isinstance(docids, list) or not all(isinstance(d, str) for d in docids):
                 raise DataError(str(path), line_no, "'docids' must list the group's passage ids", field="docids")
-            topic = row.get("topic")
-            if topic is not None and (not isinstance(topic, str) or not topic.strip()):
-                raise DataError(str(path), line_no, "'topic' must be a non-empty string when given", field="topic")
-            groups.append(Group(name, topic, tuple(docids)))
-    return groups
+        groups.append(Group(name, topic, tuple(docids), names))
+    return groups, texts
+
+
+def load_groups(spec: str, where: str) -> tuple[list[Group], Corpus, Path]:
+    """A pool's training groups, with their passages' names; the passages the groups file adds
+    to the pool's corpus (generated layout; the sample's are in its corpus already); the file."""
+    clusters, stem = pool_path(spec, "clusters.jsonl"), Path(spec)
+    generated = stem.with_name(f"{stem.stem}.groups.jsonl")
+    if spec != "sample" and generated.is_file():
+        groups, texts = read_groups(generated)
+        return groups, Corpus(list(texts), list(texts.values())), generated
+    if clusters.is_file() and pool_path(spec, "corpus.jsonl").is_file():
+        groups, _ = read_groups(clusters)
+        titles = {d.docid: d.title for d in read_jsonl(pool_path(spec, "corpus.jsonl"), CorpusDoc.from_dict)
+                  if d.title}
+        named = [replace(g, names={d: titles[d] for d in g.docids if d in titles}) for g in groups]
+        return named, Corpus([], []), clusters
+    raise DataError(where, None, f"train.named builds on the pool's groups: it needs {generated.name} beside the "
+                    "pool (written by boolcl generate), or clusters.jsonl and corpus.jsonl beside its train.jsonl "
+                    "(the bundled sample's layout)")
 
 
 def topic_passage_id(group: str) -> str:
@@ -76,8 +128,8 @@ def add_topic_negatives(examples: list[TrainingExample], corpus: Corpus, groups:
     excluded passages, so an exclusion keeps its turn first; before the others' negatives."""
     topics = {g.name: g.topic for g in groups if g.topic}
     if not topics:
-        raise DataError(where, None, "train.named.topics needs group topics: no training group of its clusters.jsonl "
-                        "has one", field="topic")
+        raise DataError(where, None, "train.named.topics needs group topics: no training group of the pool has one",
+                        field="topic")
     taken = set(corpus.ids) & {topic_passage_id(g) for g in topics}
     if taken:
         raise DataError(where, None, f"the corpus already holds a passage {sorted(taken)[0]!r}, the id a topic "
@@ -95,23 +147,25 @@ def add_topic_negatives(examples: list[TrainingExample], corpus: Corpus, groups:
     return out, Corpus(corpus.ids + [d.docid for d in docs], corpus.texts + [d.text() for d in docs])
 
 
-def named_or_questions(groups: list[Group], titles: dict[str, str], per_group: int,
-                       where: str) -> list[TrainingExample]:
-    """`per_group` questions per group, each two of its passages' titles joined by "or", both
-    positive, the group's first three other passages labelled negatives."""
+def named_or_questions(groups: list[Group], per_group: int, where: str) -> list[TrainingExample]:
+    """`per_group` questions per group, each two of its passages' names joined by "or", both
+    positive, the group's first three other named passages labelled negatives. A group with
+    fewer than two named passages (an LLM's answers that could not be used) gets none."""
     rng = random.Random(NAMED_SEED)
     out = []
     for g in groups:
-        ids = [d for d in g.docids if titles.get(d)]
+        ids = [d for d in g.docids if g.names.get(d)]
         if len(ids) < 2:
-            raise DataError(where, None, f"train.named.or_questions: group {g.name!r} has fewer than two passages "
-                            "with a title in the pool's corpus", field="title")
+            continue
         for k in range(per_group):
             a, b = rng.sample(ids, 2)
-            question = rng.choice(OR_FORMS).format(a=titles[a], b=titles[b])
+            question = rng.choice(OR_FORMS).format(a=g.names[a], b=g.names[b])
             out.append(TrainingExample(
                 qid=f"{g.name}/named-or-{k}", question=question, question_type="or",
                 positive_ctxs=[Context(a), Context(b)],
                 negative_ctxs=[Context(d) for d in ids if d not in (a, b)][:3],
-                provenance={"cluster": g.name, "operator": "or", "source": "passage titles"}))
+                provenance={"cluster": g.name, "operator": "or", "source": "passage names"}))
+    if groups and not out and per_group:
+        raise DataError(where, None, "train.named.or_questions: no group has two passages with a name",
+                        field="name")
     return out
