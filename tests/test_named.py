@@ -13,7 +13,7 @@ from boolcl.data.sets import Corpus
 from boolcl.errors import ConfigError, DataError
 from boolcl.train.mixing import build_mix
 from boolcl.generate.pipeline import run_generate
-from boolcl.train.named import Group, add_topic_negatives, named_not_questions, named_or_questions, read_groups
+from boolcl.train.named import Group, add_topic_negatives, named_or_questions, read_groups
 
 NAMED_OFF = ["train.named.topics=false", "train.named.or_questions=0"]
 
@@ -88,31 +88,6 @@ def test_named_or_questions_join_two_names_of_a_group_the_same_for_every_run():
         named_or_questions(groups[2:], 1, "corpus")
 
 
-def test_named_not_questions_leave_out_one_named_passage_of_a_topic():
-    names = {"g/1": "Green tea", "g/2": "Black tea", "g/3": "Oolong", "g/4": "Matcha"}
-    groups = [Group("g", "kinds of tea", ("g/1", "g/2", "g/3", "g/4"), names),
-              Group("untopical", None, ("u/1", "u/2", "u/3"), {"u/1": "A", "u/2": "B", "u/3": "C"}),
-              Group("small", "two drinks", ("s/1", "s/2"), {"s/1": "Cocoa", "s/2": "Mate"})]
-    made = named_not_questions(groups, 2, True, "corpus")
-    assert made == named_not_questions(groups, 2, True, "corpus")
-    assert [q.qid for q in made] == ["g/named-not-0", "g/named-not-1"]
-    for q in made:
-        (excluded, topic), pos = (c.passage_id for c in q.negative_ctxs), {c.passage_id for c in q.positive_ctxs}
-        assert q.question_type == "not" and q.question.startswith("Kinds of tea") and names[excluded] in q.question
-        assert topic == "g/topic" and pos == set(names) - {excluded}
-    first = named_not_questions(groups, 1, False, "corpus")[0]
-    assert first.question == made[0].question
-    assert [c.passage_id for c in first.negative_ctxs] == [made[0].negative_ctxs[0].passage_id]
-    # the OR questions do not change with them: each kind has its own random stream
-    cfg = ["recipe=not_plus_tiny", "train.named.or_questions=2"]
-    plain, _ = build_mix(compose(cfg))
-    both, mix = build_mix(compose([*cfg, "train.named.not_questions=1"]))
-    assert {it.query for it in plain} < {it.query for it in both}
-    assert mix["named"]["not_questions"] == mix["named"]["groups"] and len(both) == len(plain) + mix["named"]["groups"]
-    with pytest.raises(DataError, match="no group has a topic and three passages with a name"):
-        named_not_questions(groups[1:], 1, True, "corpus")
-
-
 def test_the_sample_gains_topics_of_its_training_clusters_only():
     base, _ = build_mix(compose(["recipe=not_plus_tiny", *NAMED_OFF]))
     items, mix = build_mix(compose(["recipe=not_plus_tiny", "train.named.topics=true", "train.named.or_questions=3"]))
@@ -164,7 +139,6 @@ def test_a_generated_pool_trains_on_its_named_groups(tmp_path):
             assert it.negative_ids[where] == f"{it.group}/topic" and topics[it.group] in it.negatives[where]
 
 
-@pytest.mark.parametrize("key", ["or_questions", "not_questions"])
-def test_a_negative_count_of_named_questions_is_refused(key):
-    with pytest.raises(ConfigError, match=f"train.named.{key}"):
-        compose(["recipe=not_plus_tiny", f"train.named.{key}=-1"])
+def test_a_negative_count_of_named_questions_is_refused():
+    with pytest.raises(ConfigError, match="train.named.or_questions"):
+        compose(["recipe=not_plus_tiny", "train.named.or_questions=-1"])

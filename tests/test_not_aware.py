@@ -310,7 +310,7 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     # composes more from their parts (duplicates give no new parts)
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": composable(not_pool)}
     assert mix["named"] == {"file": str(not_pool.with_name("train.groups.jsonl")), "groups": 2, "topic_negatives": 4,
-                            "or_questions": 6, "not_questions": 0}
+                            "or_questions": 6}
     assert str(not_pool.with_name("train.groups.jsonl")) in json.loads((out / "data_manifest.json").read_text())["files"]
     assert "4 topic negatives, 6 named OR questions" in (out / "README.md").read_text()
     assert json.loads((out / "modules.json").read_text())[1]["type"].endswith(".Pooling")  # sentence-transformers

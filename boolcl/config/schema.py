@@ -47,7 +47,6 @@ class NamedCfg:
     (the sample's clusters.jsonl, or the <stem>.groups.jsonl `boolcl generate` writes)."""
     topics: bool = False  # each group's topic as a passage, a labelled negative of its Boolean questions
     or_questions: int = 0  # per group, questions joining two of its passages' names with "or"; 0: none
-    not_questions: int = 0  # per group, its topic but not one of its passages by name ("..., but not Nile"); 0: none
 
 
 @dataclass

@@ -52,7 +52,6 @@ RANGES = {
     "train.decomposition.composed": ">= 0 (composed NOT questions per batch; 0: none)",
     "train.decomposition.warmup_steps": ">= 0 (steps of the decomposition term alone before training; 0: none)",
     "train.named.or_questions": ">= 0 (named OR questions per group; 0: none)",
-    "train.named.not_questions": ">= 0 (named NOT questions per group; 0: none)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",
     "eval.max_length": ">= 8 (tokens, the tokenizer's special ones included)",
     "eval.shard_size": ">= 1 (passages per cache shard)", "eval.max_corpus": ">= 1 or null (the whole corpus)",

@@ -191,8 +191,7 @@ def run_section(meta: dict) -> str:
     if "named" in mix:
         n = mix["named"]
         out.append(f"- passages questions name, from `{Path(n['file']).name}` ({n['groups']} groups): "
-                   f"{n['topic_negatives']} topic negatives, {n['or_questions']} named OR questions"
-                   + (f", {n['not_questions']} named NOT questions" if n.get("not_questions") else ""))
+                   f"{n['topic_negatives']} topic negatives, {n['or_questions']} named OR questions")
     for source, counts in data["per_operator"].items():
         out.append(f"- questions per type in `{source}` (before sampling): " +
                    ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

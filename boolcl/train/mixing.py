@@ -20,7 +20,7 @@ from boolcl.data.schema import Context, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
 from boolcl.train.decomposition import not_parts
-from boolcl.train.named import add_topic_negatives, load_groups, named_not_questions, named_or_questions
+from boolcl.train.named import add_topic_negatives, load_groups, named_or_questions
 
 MSMARCO_TRIPLETS = ("sentence-transformers/msmarco-msmarco-distilbert-base-tas-b", "triplet")
 
@@ -105,10 +105,9 @@ def with_named(examples: list[TrainingExample], corpus: Corpus | None, t,
         examples, corpus = add_topic_negatives(examples, corpus, groups, where)
     topic_ids = set(corpus.ids[before:])
     named = named_or_questions(groups, t.named.or_questions, where) if t.named.or_questions else []
-    nots = named_not_questions(groups, t.named.not_questions, t.named.topics, where) if t.named.not_questions else []
-    counts = {"file": str(path), "groups": len(groups), "or_questions": len(named), "not_questions": len(nots),
-              "topic_negatives": sum(c.passage_id in topic_ids for e in examples + nots for c in e.negative_ctxs)}
-    return examples, named + nots, corpus, counts
+    counts = {"file": str(path), "groups": len(groups), "or_questions": len(named),
+              "topic_negatives": sum(c.passage_id in topic_ids for e in examples for c in e.negative_ctxs)}
+    return examples, named, corpus, counts
 
 
 def build_mix(cfg) -> tuple[list[Item], dict]:
@@ -119,7 +118,7 @@ def build_mix(cfg) -> tuple[list[Item], dict]:
     where = "sample training pool" if t.boolean == "sample" else t.boolean
     named: list[TrainingExample] = []
     named_counts = None
-    if t.named.topics or t.named.or_questions or t.named.not_questions:
+    if t.named.topics or t.named.or_questions:
         examples, named, corpus, named_counts = with_named(examples, corpus, t, where)
     boolean = [e for e in examples + named if e.question_type in set(t.operators)]
     if not boolean and t.boolean != "none":

@@ -35,7 +35,6 @@ from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
 
 OR_FORMS = ("{a} or {b}", "What is {a} or {b}?", "{a} or {b}?")
-NOT_FORMS = ("{topic}, but not {b}", "{topic} other than {b}", "{topic}, excluding {b}")
 NAMED_SEED = 0  # the named questions are data, the same for every training seed
 
 
@@ -168,30 +167,5 @@ def named_or_questions(groups: list[Group], per_group: int, where: str) -> list[
                 provenance={"cluster": g.name, "operator": "or", "source": "passage names"}))
     if groups and not out and per_group:
         raise DataError(where, None, "train.named.or_questions: no group has two passages with a name",
-                        field="name")
-    return out
-
-
-def named_not_questions(groups: list[Group], per_group: int, topics: bool, where: str) -> list[TrainingExample]:
-    """`per_group` questions per group asking for its topic but not one of its passages by name,
-    the group's other named passages positive, the named one (then, with `topics`, the topic
-    passage) labelled negative. Their own random stream: the OR questions stay as they are."""
-    rng = random.Random(NAMED_SEED + 1)
-    out = []
-    for g in groups:
-        ids = [d for d in g.docids if g.names.get(d)]
-        if not g.topic or len(ids) < 3:
-            continue
-        for k in range(per_group):
-            b = rng.choice(ids)
-            topic = g.topic[0].upper() + g.topic[1:]
-            question = rng.choice(NOT_FORMS).format(topic=topic, b=g.names[b])
-            negatives = [Context(b)] + ([Context(topic_passage_id(g.name))] if topics else [])
-            out.append(TrainingExample(
-                qid=f"{g.name}/named-not-{k}", question=question, question_type="not",
-                positive_ctxs=[Context(d) for d in ids if d != b], negative_ctxs=negatives,
-                provenance={"cluster": g.name, "operator": "not", "source": "passage names"}))
-    if groups and not out and per_group:
-        raise DataError(where, None, "train.named.not_questions: no group has a topic and three passages with a name",
                         field="name")
     return out
