@@ -3,11 +3,11 @@
 It answers the same prompts as a real model (it reads their material back with
 `prompts.fields_of`), so the whole pipeline — grouping, composition, the cyclic
 filter, mining, the report — runs anywhere, in the demo and in the tests. It is
-clearly weaker than an LLM: simple and broad questions come from the bundled
-sample's hand-written material where the passage is one of the sample's, and from
-templates elsewhere; so do a group's topic and a passage's name (the sample's cluster topics
-and titles, else shared words and the first words of the passage); AND / OR / NOT questions are templates; the answer check is
-word overlap. Every example it makes says so in its provenance and in the report.
+clearly weaker than an LLM: simple and broad questions, a group's topic and a
+passage's name come from the bundled sample's hand-written material where the passages
+are the sample's, and from templates elsewhere (shared words, a passage's first words);
+AND / OR / NOT questions are templates; the answer check is word overlap. Every example it
+makes says so in its provenance and in the report.
 """
 from __future__ import annotations
 

@@ -113,6 +113,7 @@ def run_generate(cfg, *, show_progress: bool = True) -> Path:
     state = None
     if cache is not None:
         state = state_path(cache_dir, run_identity(identity, cfg, targets, passages, groups))
+
     async def naming(llm, sched, chosen):  # each kept group's topic and passage names, same client
         if not g.named:
             return None
