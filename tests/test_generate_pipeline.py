@@ -20,6 +20,7 @@ from boolcl.errors import ConfigError, DataError, LLMError
 from boolcl.generate import offline
 from boolcl.generate.pipeline import run_generate
 from boolcl.generate.report import report_path
+from boolcl.train.mixing import build_mix
 
 KEY_ENV = "BOOLCL_TEST_GEN_KEY"
 KEY = "sk-live-7d41b2a0c9e8-never-written"
@@ -87,8 +88,6 @@ def test_offline_end_to_end_on_the_sample(tmp_path, monkeypatch):
         assert f["final"] == 10 and f["drawn"] >= f["kept"] >= 10
         assert f["filter"]["pass_strict_rule"] <= f["filter"]["pass_positives_rule"] <= f["filter"]["checked"]
     # boolcl's trainer takes the file as it is
-    from boolcl.train.mixing import build_mix
-
     items, _ = build_mix(compose(["recipe=tiny", f"train.boolean={out.resolve()}", "train.operators=[and,or,not]",
                                   "train.original=none"]))
     assert len(items) == 30 and all(it.positives and it.query for it in items)
@@ -229,6 +228,22 @@ def test_untitled_passages_are_named_by_the_llm_and_bad_names_are_counted(tmp_pa
     assert sum("topic" not in g for g in groups) == 1 and sum("name" not in p for p in listed) == 1
     assert sum(p.get("name") == "Oak" for p in listed) == 1
     assert report["named"]["from_titles"] == 0 and report["named"]["named"] == len(listed) - 1
+
+
+def test_a_pool_made_without_groups_gets_them_from_a_rerun_that_asks_only_for_names(tmp_path, key):
+    with LLMServer() as srv:
+        args = overrides(tmp_path, *server_args(srv))
+        out = run_generate(compose([*args, "generate.named=false"]), show_progress=False)
+        examples, before = out.read_text(), srv.requests
+        cfg = compose(["recipe=not_plus_tiny", f"train.boolean={out}", "train.original=none"])
+        with pytest.raises(DataError, match="run boolcl generate again with the settings that made it and overwrite=true"):
+            build_mix(cfg)
+        run_generate(compose([*args, "overwrite=true"]), show_progress=False)
+        asked = [e["kind"] for e in srv.log[before:]]
+    assert out.read_text() == examples  # the same examples, from the cache
+    assert asked and set(asked) <= {"topic", "name"} and "name" not in asked  # the sample's passages have titles
+    items, mix = build_mix(cfg)
+    assert mix["named"]["or_questions"] == 3 * mix["named"]["groups"] > 0
 
 
 def test_without_naming_no_groups_file_is_left_beside_the_examples(tmp_path):

@@ -114,7 +114,9 @@ def load_groups(spec: str, where: str) -> tuple[list[Group], Corpus, Path]:
         return named, Corpus([], []), clusters
     raise DataError(where, None, f"train.named builds on the pool's groups: it needs {generated.name} beside the "
                     "pool (written by boolcl generate), or clusters.jsonl and corpus.jsonl beside its train.jsonl "
-                    "(the bundled sample's layout)")
+                    "(the bundled sample's layout). For a generated pool, run boolcl generate again with the settings "
+                    "that made it and overwrite=true (its cached answers cost nothing; only naming the groups asks the "
+                    "LLM), or train without named passages: train.named.topics=false train.named.or_questions=0")
 
 
 def topic_passage_id(group: str) -> str:
