@@ -224,7 +224,8 @@ def test_untitled_passages_are_named_by_the_llm_and_bad_names_are_counted(tmp_pa
     assert named_requests == len(groups) + len(listed)  # one topic per group, one name per untitled passage
     answers = report["llm_answers"]
     assert answers["topic"] == {"ok": len(groups) - 1, "dropped": {"refusal": 1}, "normalised": {}}
-    assert answers["name"]["dropped"] == {"a question, not a name": 1} and answers["name"]["normalised"] == {"label removed": 1}
+    assert answers["name"]["dropped"] == {"a question, not a name": 1}
+    assert answers["name"]["normalised"] == {"label removed": 1}
     assert sum("topic" not in g for g in groups) == 1 and sum("name" not in p for p in listed) == 1
     assert sum(p.get("name") == "Oak" for p in listed) == 1
     assert report["named"]["from_titles"] == 0 and report["named"]["named"] == len(listed) - 1
@@ -236,7 +237,7 @@ def test_a_pool_made_without_groups_gets_them_from_a_rerun_that_asks_only_for_na
         out = run_generate(compose([*args, "generate.named=false"]), show_progress=False)
         examples, before = out.read_text(), srv.requests
         cfg = compose(["recipe=not_plus_tiny", f"train.boolean={out}", "train.original=none"])
-        with pytest.raises(DataError, match="run boolcl generate again with the settings that made it and overwrite=true"):
+        with pytest.raises(DataError, match="run boolcl generate again with the settings that made it and overwrite"):
             build_mix(cfg)
         run_generate(compose([*args, "overwrite=true"]), show_progress=False)
         asked = [e["kind"] for e in srv.log[before:]]
