@@ -55,7 +55,8 @@ def test_each_addition_alone_is_a_valid_recipe_with_only_it_on():
         t = compose([bench.RECIPE, *overrides]).train  # the config's own validation runs here
         on = {"retention": t.retention.weight > 0, "cluster-batches": t.group_by_cluster,
               "decomposition": t.decomposition.weight > 0, "composed": t.decomposition.composed > 0,
-              "warmup": t.decomposition.warmup_steps > 0, "and-or": list(t.operators) != ["not"]}
+              "warmup": t.decomposition.warmup_steps > 0, "and-or": list(t.operators) != ["not"],
+              "topics": t.named.topics, "named-or": t.named.or_questions > 0}
         assert set(on) == set(bench.SWITCHES)
         if name.startswith("+"):
             alone = name[1:]
