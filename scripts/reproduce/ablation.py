@@ -31,7 +31,7 @@ SWITCHES = {  # each addition of not_plus_tiny and the overrides that switch it 
     # recipe's 6 epochs
     "and-or": ["train.operators=[not]", "train.epochs=6"],
     "topics": ["train.named.topics=false"],  # no group topic as a negative of its Boolean questions
-    "named-or": ["train.named.or_questions=0"],  # no questions joining two passages' titles with "or"
+    "named-or": ["train.named.or_questions=0"],  # no questions joining two passages' names with "or"
 }
 # the paper-style recipe keeps 3e-4: its NOT MRR@10 on the development sets is higher there than at the recipe's 5e-5
 PAPER_LR = "train.lr=3e-4"
