@@ -197,10 +197,9 @@ def pool_items(path: Path) -> list:
 
     from boolcl.data.schema import TrainingExample
     from boolcl.train.decomposition import not_parts
-    from boolcl.train.mixing import passage_group
 
     rows = [TrainingExample.from_dict(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
-    return [SimpleNamespace(not_parts=not_parts(ex), group=passage_group(ex)) for ex in rows]
+    return [SimpleNamespace(not_parts=not_parts(ex), group=ex.group) for ex in rows]
 
 
 def plus_cfg(model_dir, pool, out, *extra):

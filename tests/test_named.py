@@ -32,7 +32,7 @@ def test_only_training_groups_are_read_and_a_bad_row_names_its_line(tmp_path):
     groups, texts = read_groups(path)
     assert groups == [Group("a", "kinds of tea", ("a/1", "a/2")), Group("b", None, ("b/1", "b/2"))] and texts == {}
     dump_jsonl(path, [{"cluster": "a", "docids": ["a/1"]}, {"cluster": "b", "docids": "b/1"}])
-    with pytest.raises(DataError, match=r"clusters.jsonl:2: 'docids' must list"):
+    with pytest.raises(DataError, match=r"clusters.jsonl:2: field 'docids': must list"):
         read_groups(path)
 
 
@@ -44,10 +44,11 @@ def test_a_generated_groups_file_carries_names_and_texts_and_a_bad_row_names_its
     assert groups == [Group("c1", "hot drinks", ("d1", "d2"))] and groups[0].names == {"d1": "Tea"}
     assert texts == {"d1": "Tea is...", "d2": "Coffee is..."}
     dump_jsonl(path, [{"cluster": "c1", "passages": [{"docid": "d1", "name": "", "text": "x"}]}])
-    with pytest.raises(DataError, match=r"gen.groups.jsonl:1: 'name' must be a non-empty string"):
+    with pytest.raises(DataError, match=r"gen.groups.jsonl:1: field 'name': must be a non-empty string"):
         read_groups(path)
     dump_jsonl(path, [{"cluster": "c1", "passages": [{"docid": "d1"}]}])
-    with pytest.raises(DataError, match=r"gen.groups.jsonl:1: 'passages' must list objects with a 'docid' and a 'text'"):
+    with pytest.raises(DataError, match=r"gen.groups.jsonl:1: field 'passages': must list objects with a 'docid' "
+                       r"and a 'text'"):
         read_groups(path)
 
 

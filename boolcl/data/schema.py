@@ -210,6 +210,13 @@ class TrainingExample(EvalQuestion):
         return out
 
     @property
+    def group(self) -> str | None:
+        """The passage group the question was written over: `cluster` in the sample, `group` from
+        `boolcl generate`."""
+        group = self.provenance.get("cluster") or self.provenance.get("group")
+        return str(group) if group is not None else None
+
+    @property
     def all_negatives(self) -> list[Context]:
         """Labelled negatives first (they matter most), then mined ones, without repeats."""
         seen: set[str] = set()

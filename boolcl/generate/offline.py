@@ -113,30 +113,35 @@ def simple_question(p: prompts.Passage) -> str:
     return f"What is known about {' '.join(words)}?"
 
 
-def broad_question(passages: list[prompts.Passage]) -> str:
+def _sample_cluster(passages: list[prompts.Passage]) -> str | None:
+    """The sample's cluster when every passage is one of that cluster's, else None."""
     ids = [_docid(p) for p in passages]
     clusters = {i.rsplit("/", 1)[0] for i in ids if i}
-    if len(clusters) == 1 and None not in ids:
-        found = _sample_material()[2].get(clusters.pop())
-        if found:
-            return found
+    return clusters.pop() if len(clusters) == 1 and None not in ids else None
+
+
+def _shared_words(passages: list[prompts.Passage]) -> list[str]:
+    """Up to three content words every passage has (longest first), in alphabetical order."""
     shared = set.intersection(*(content(p.text) for p in passages)) if passages else set()
-    words = sorted(shared, key=lambda w: (-len(w), w))[:3]
+    return sorted(sorted(shared, key=lambda w: (-len(w), w))[:3])
+
+
+def broad_question(passages: list[prompts.Passage]) -> str:
+    found = _sample_material()[2].get(_sample_cluster(passages))
+    if found:
+        return found
+    words = _shared_words(passages)
     if words:
-        return f"What is there to know about {', '.join(sorted(words))}?"
+        return f"What is there to know about {', '.join(words)}?"
     return "What topics do these subjects share?"
 
 
 def topic_phrase(passages: list[prompts.Passage]) -> str:
-    ids = [_docid(p) for p in passages]
-    clusters = {i.rsplit("/", 1)[0] for i in ids if i}
-    if len(clusters) == 1 and None not in ids:
-        found = _sample_material()[3].get(clusters.pop())
-        if found:
-            return found
-    shared = set.intersection(*(content(p.text) for p in passages)) if passages else set()
-    words = sorted(shared, key=lambda w: (-len(w), w))[:3]
-    return " and ".join(sorted(words)) if words else "related subjects"
+    found = _sample_material()[3].get(_sample_cluster(passages))
+    if found:
+        return found
+    words = _shared_words(passages)
+    return " and ".join(words) if words else "related subjects"
 
 
 def passage_name(p: prompts.Passage) -> str:

@@ -75,23 +75,21 @@ def manifest(cfg, mix: dict) -> dict:
     """Which files the run read, with hashes and questions per type, and the starting model's
     fingerprint and the library versions, so a result can be traced to its data, weights and
     software (the model card shows the data and weights)."""
-    files, per_operator = {}, {}
+    paths, per_operator = [], {}
     for spec in (cfg.train.boolean, cfg.train.original):
         if spec == "sample":
-            paths = [SAMPLE_DIR / "train.jsonl", SAMPLE_DIR / "corpus.jsonl"]
+            paths += [SAMPLE_DIR / "train.jsonl", SAMPLE_DIR / "corpus.jsonl"]
         elif spec in ("msmarco", "none"):
             continue
         else:
-            paths = [Path(spec)]
+            paths.append(Path(spec))
             if Path(spec).with_name("corpus.jsonl").is_file():
                 paths.append(Path(spec).with_name("corpus.jsonl"))
-        for p in paths:
-            files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
         if str(spec) not in per_operator:
             per_operator[str(spec)] = dict(Counter(e.question_type for e in load_training_pool(spec)[0]))
     if "named" in mix:  # the groups file train.named read
-        p = Path(mix["named"]["file"])
-        files[str(p)] = {"sha256": file_digest(p), "bytes": p.stat().st_size}
+        paths.append(Path(mix["named"]["file"]))
+    files = {str(p): {"sha256": file_digest(p), "bytes": p.stat().st_size} for p in paths}
     return {"mix": mix, "files": files, "per_operator": per_operator, "base_model": base_model_info(cfg),
             "versions": library_versions()}
 

@@ -42,13 +42,6 @@ class Item:
     target: torch.Tensor | None = None  # NOT: the decomposition target (decomposition.py), when switched on
 
 
-def passage_group(ex: TrainingExample) -> str | None:
-    """`cluster` in the sample, `group` from `boolcl generate`."""
-    prov = ex.provenance or {}
-    group = prov.get("cluster") or prov.get("group")
-    return str(group) if group is not None else None
-
-
 def _text_id(text: str) -> str:
     return "t" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -75,7 +68,7 @@ def to_items(examples: Sequence[TrainingExample], corpus: Corpus | None, where: 
                           [c.passage_id for c in negs], _texts(negs, lookup, where), ex.question_type,
                           [c.score for c in ex.positive_ctxs], [c.score for c in negs],
                           n_explicit=sum(c.passage_id in labelled for c in negs),
-                          group=passage_group(ex), not_parts=not_parts(ex)))
+                          group=ex.group, not_parts=not_parts(ex)))
     return items
 
 

@@ -23,14 +23,13 @@ A pool's groups come in one of two layouts, both read here:
 """
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from boolcl.data.jsonl import read_jsonl
+from boolcl.data.jsonl import iter_jsonl, read_jsonl
 from boolcl.data.loaders import pool_path
-from boolcl.data.schema import Context, CorpusDoc, TrainingExample
+from boolcl.data.schema import Context, CorpusDoc, RowError, TrainingExample
 from boolcl.data.sets import Corpus
 from boolcl.errors import DataError
 
@@ -46,55 +45,49 @@ class Group:
     names: dict[str, str] = field(default_factory=dict, compare=False)  # docid -> a short name (a title)
 
 
-def _rows(path: Path):
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(str(path), line_no, f"not JSON: {e.msg}") from None
-            if not isinstance(row, dict):
-                raise DataError(str(path), line_no, "a row must be a JSON object")
-            yield line_no, row
-
-
-def _text(path: Path, line_no: int, row: dict, key: str, what: str) -> str | None:
+def _text(row: dict, key: str, what: str) -> str | None:
     value = row.get(key)
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise DataError(str(path), line_no, f"'{key}' must be a non-empty string when given ({what})", field=key)
+        raise RowError(key, f"must be a non-empty string when given ({what})")
     return value
+
+
+def _group(row) -> tuple[Group, dict[str, str]] | None:
+    """One row of a groups file: (the group, the passage texts it carries); None for a held-out group."""
+    if not isinstance(row, dict):
+        raise RowError("<row>", f"must be a JSON object, got {type(row).__name__}")
+    if row.get("split", "train") != "train":
+        return None
+    name = row.get("cluster")
+    if not isinstance(name, str) or not name:
+        raise RowError("cluster", "must name the group")
+    topic = _text(row, "topic", "the group's topic")
+    names, texts = {}, {}
+    if "passages" in row:
+        listed = row["passages"]
+        if not isinstance(listed, list) or not all(isinstance(p, dict) and isinstance(p.get("docid"), str)
+                                                   and isinstance(p.get("text"), str) for p in listed):
+            raise RowError("passages", "must list objects with a 'docid' and a 'text'")
+        for p in listed:
+            texts[p["docid"]] = p["text"]
+            if _text(p, "name", "a passage's name"):
+                names[p["docid"]] = p["name"]
+        docids = [p["docid"] for p in listed]
+    else:
+        docids = row.get("docids")
+        if not isinstance(docids, list) or not all(isinstance(d, str) for d in docids):
+            raise RowError("docids", "must list the group's passage ids")
+    return Group(name, topic, tuple(docids), names), texts
 
 
 def read_groups(path: Path) -> tuple[list[Group], dict[str, str]]:
     """The training groups of `path` in file order, and the passage texts it carries (generated
     layout); a bad row names its line and field."""
     groups, texts = [], {}
-    for line_no, row in _rows(path):
-        if row.get("split", "train") != "train":
-            continue
-        name = row.get("cluster")
-        if not isinstance(name, str) or not name:
-            raise DataError(str(path), line_no, "'cluster' must name the group", field="cluster")
-        topic = _text(path, line_no, row, "topic", "the group's topic")
-        names = {}
-        if "passages" in row:
-            listed = row["passages"]
-            if not isinstance(listed, list) or not all(isinstance(p, dict) and isinstance(p.get("docid"), str)
-                                                       and isinstance(p.get("text"), str) for p in listed):
-                raise DataError(str(path), line_no, "'passages' must list objects with a 'docid' and a 'text'",
-                                field="passages")
-            for p in listed:
-                texts[p["docid"]] = p["text"]
-                if _text(path, line_no, p, "name", "a passage's name"):
-                    names[p["docid"]] = p["name"]
-            docids = [p["docid"] for p in listed]
-        else:
-            docids = row.get("docids")
-            if not isinstance(docids, list) or not all(isinstance(d, str) for d in docids):
-                raise DataError(str(path), line_no, "'docids' must list the group's passage ids", field="docids")
-        groups.append(Group(name, topic, tuple(docids), names))
+    for found in iter_jsonl(path, _group):
+        if found is not None:
+            groups.append(found[0])
+            texts |= found[1]
     return groups, texts
 
 
@@ -139,11 +132,10 @@ def add_topic_negatives(examples: list[TrainingExample], corpus: Corpus, groups:
     docs = [CorpusDoc(topic_passage_id(g), t[0].upper() + t[1:] + ".", title=t) for g, t in topics.items()]
     out = []
     for ex in examples:
-        group = (ex.provenance or {}).get("cluster") or (ex.provenance or {}).get("group")
-        if ex.question_type not in ("and", "or", "not") or group not in topics:
+        if ex.question_type not in ("and", "or", "not") or ex.group not in topics:
             out.append(ex)
             continue
-        topic = Context(topic_passage_id(group))
+        topic = Context(topic_passage_id(ex.group))
         negs = [*ex.negative_ctxs, topic] if ex.question_type == "not" else [topic, *ex.negative_ctxs]
         out.append(replace(ex, negative_ctxs=negs))
     return out, Corpus(corpus.ids + [d.docid for d in docs], corpus.texts + [d.text() for d in docs])
