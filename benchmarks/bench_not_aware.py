@@ -54,7 +54,7 @@ from ablation import VARIANTS as ABLATION  # noqa: E402
 
 # name -> overrides on top of RECIPE
 VARIANTS = {"paper-not": list(ABLATION["paper-not"]), "not_plus": []}
-NEEDS = {"composed": "decomposition", "warmup": "decomposition"}  # sub-settings of a term: +NAME keeps the term on
+NEEDS = {"warmup": "decomposition"}  # a sub-setting of a term: +NAME keeps the term on
 VARIANTS |= {f"+{name}": switched_off(*(other for other in SWITCHES if other not in (name, NEEDS.get(name))))
              for name in SWITCHES}
 LAUNCHES = {"cold": "an empty embedding cache (the first run on a pool)",

@@ -45,8 +45,8 @@ def test_the_paper_style_recipe_is_the_reference_and_not_plus_times_its_set_up(t
 
 
 def test_each_addition_alone_is_a_valid_recipe_with_only_it_on():
-    """`+NAME`: one addition on, the rest off; a sub-setting of the decomposition term (composed
-    questions, the warm-up) keeps the term on, else it would measure nothing."""
+    """`+NAME`: one addition on, the rest off; a sub-setting of the decomposition term (the warm-up)
+    keeps the term on, else it would measure nothing."""
     from boolcl.config import compose
 
     bench = load_script("benchmarks/bench_not_aware")
@@ -54,7 +54,7 @@ def test_each_addition_alone_is_a_valid_recipe_with_only_it_on():
     for name, overrides in bench.VARIANTS.items():
         t = compose([bench.RECIPE, *overrides]).train  # the config's own validation runs here
         on = {"retention": t.retention.weight > 0, "cluster-batches": t.group_by_cluster,
-              "decomposition": t.decomposition.weight > 0, "composed": t.decomposition.composed > 0,
+              "decomposition": t.decomposition.weight > 0,
               "warmup": t.decomposition.warmup_steps > 0, "and-or": list(t.operators) != ["not"],
               "topics": t.named.topics, "named-or": t.named.or_questions > 0}
         assert set(on) == set(bench.SWITCHES)

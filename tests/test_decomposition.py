@@ -161,63 +161,35 @@ def test_composed_questions_prefer_a_dropped_part_over_the_same_passages():
     assert same_group_share(0.0) < 0.2
 
 
-def test_composed_questions_join_each_batch_with_their_targets(tiny_model_dir):
-    from boolcl.retrieval.models import load_model
-    from boolcl.train.collate import Batch
-
-    tok = load_model(str(tiny_model_dir)).tokenizer
-    t0 = torch.full((4,), 1.0)
-    items = [Item("not q", ["a"], ["A"], ["x"], ["X"], "not", n_explicit=1, target=t0),
-             Item("simple q", ["c"], ["C"], ["d"], ["D"], "simple")]
-    term = DecompositionDistill(1.0, composed=3)
-    term.extra_questions = [f"composed {i}, other than y{i}?" for i in range(10)]
-    term.extra_targets = torch.arange(10, dtype=torch.float).repeat_interleave(4).view(10, 4) + 2
-    ds = ItemDataset(items, 1)
-    picks = [ds[i] for i in range(2)]
-    batch = Collator(tok, 16, 1, terms=[term])(picks)
-    assert batch.query_features["input_ids"].shape[0] == 2 + 3  # the batch's queries, then three composed ones
-    assert batch.rows_of("decomposition") == slice(2, 5)
-    targets = batch.extra["decomposition"]["targets"]
-    assert targets.shape == (1 + 3, 4) and targets[0].tolist() == t0.tolist()
-    drawn = [int(v) - 2 for v in targets[1:, 0].tolist()]
-    texts = tok.batch_decode(batch.query_features["input_ids"][2:], skip_special_tokens=True)
-    assert texts == [term.extra_questions[i].lower() for i in drawn]  # each composed row with its own target
-    again = Collator(tok, 16, 1, terms=[term])(picks)
-    assert torch.equal(again.extra["decomposition"]["targets"], targets)  # the same batch draws the same ones
-    # the loss is 1 - cos over the NOT item's row and the composed rows alike
-    q = torch.randn(5, 4)
-    expected = (1 - F.cosine_similarity(q[[0, 2, 3, 4]], targets)).mean()
-    assert term(q, torch.zeros(0, 4), batch).item() == pytest.approx(expected.item(), rel=1e-6)
-    off = Collator(tok, 16, 1, terms=[DecompositionDistill(1.0)])(picks)
-    assert off.query_features["input_ids"].shape[0] == 2 and off.rows_of("decomposition") == slice(2, 2)
-
-
-def test_composed_questions_get_the_starts_arithmetic_as_target_in_training(tiny_model_dir, not_pool, tmp_path):
+def test_the_warm_ups_composed_questions_get_the_starts_arithmetic_as_target(tiny_model_dir, not_pool, tmp_path):
+    """Composed questions serve the warm-up only: they have targets from the frozen start, as the pool's
+    NOT questions do, and no batch of the training run carries them."""
     from conftest import plus_cfg
 
     from boolcl.retrieval.models import load_model
     from boolcl.train.loop import build_data, build_model
 
-    with pytest.raises(ConfigError, match="train.decomposition.composed"):
-        compose(["recipe=not_plus_tiny", "train.decomposition.composed=-1"])
-    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.composed=4")
+    with pytest.raises(ConfigError, match="unknown config key 'train.decomposition.composed'"):
+        compose(["recipe=not_plus_tiny", "train.decomposition.composed=16"])
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.warmup_steps=1")
     torch.manual_seed(cfg.seed)
     model, start = build_model(cfg)
     data = build_data(cfg, model, 2, None, None, start)
     term = data.terms[-1]
-    assert term.name == "decomposition" and data.mix["decomposition"]["composed"] == len(term.extra_questions) > 4
-    batch = data.loader.collate_fn([data.dataset[i] for i in range(2)])
-    rows = batch.rows_of("decomposition")
-    assert rows.stop - rows.start == 4
-    ids, mask = batch.query_features["input_ids"][rows], batch.query_features["attention_mask"][rows].bool()
-    index = {tuple(x): i for i, x in enumerate(model.tokenizer(term.extra_questions, truncation=True,
-                                                               max_length=cfg.train.max_length)["input_ids"])}
-    drawn = [index[tuple(ids[j][mask[j]].tolist())] for j in range(len(ids))]
+    assert term.name == "decomposition" and data.mix["decomposition"]["composed"] == len(term.composed) > 4
+    assert term.composed_targets.shape[0] == len(term.composed)
     plain = load_model(str(tiny_model_dir), similarity="cosine", max_length=32).eval()
     enc = lambda xs: plain.encode(xs, convert_to_tensor=True, normalize_embeddings=True).float().cpu()
-    questions = [term.extra_questions[i] for i in drawn]
-    parts = [term.extra_parts[i] for i in drawn]
     d = cfg.train.decomposition
+    questions, parts = term.composed[:4], term.composed_parts[:4]
     expected = d.anchor * enc(questions) + enc([k for k, _ in parts]) - d.drop * enc([x for _, x in parts])
-    got = batch.extra["decomposition"]["targets"][-4:]
-    assert torch.allclose(got, expected, atol=1e-5)
+    assert torch.allclose(term.composed_targets[:4], expected, atol=1e-5)
+    batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
+    assert batch.query_features["input_ids"].shape[0] == len(data.dataset) and batch.rows["decomposition"] == (
+        len(data.dataset), len(data.dataset))  # the batch's own queries, nothing composed
+    nots = [i for i in range(len(data.dataset)) if data.dataset[i].get("target") is not None]
+    assert batch.extra["decomposition"]["rows"].tolist() == nots and nots
+
+    off = build_data(plus_cfg(tiny_model_dir, not_pool, tmp_path / "off", "train.decomposition.warmup_steps=0"),
+                     model, 2, None, None, start)
+    assert off.terms[-1].composed == [] and off.mix["decomposition"]["composed"] == 0  # no warm-up: none composed

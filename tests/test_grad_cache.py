@@ -73,7 +73,6 @@ VARIANTS = {  # name: (pool fixture, overrides, terms the step must report)
     "lora": ("pool", ["train.lora.enabled=true", "train.lora.r=4"], {"contrastive"}),
     "packed": ("pool", ["train.packed=true"], {"contrastive"}),
     "not_terms": ("not_pool", [], {"contrastive", "retention", "decomposition"}),
-    "composed": ("not_pool", ["train.decomposition.composed=5"], {"contrastive", "retention", "decomposition"}),
 }
 
 
@@ -106,6 +105,43 @@ def test_cached_step_gives_the_whole_graphs_loss_and_gradients(variant, tiny_mod
     *_, (loss, _), unreplayed = both_ways(model, accelerator, objective, batch, chunk)
     assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)  # the first pass is as before
     assert max(float((unreplayed[k] - ref[k]).abs().max() / ref[k].abs().max().clamp(min=1e-12)) for k in ref) > 1e-2
+
+
+class Restated(terms.Term):
+    """A term with query rows of its own (each question again, reworded), the way a term declares them."""
+    name = "restated"
+
+    def collate(self, core):
+        return terms.Extra(queries=[f"in other words: {pick['query']}" for pick in core.picks])
+
+    def forward(self, q, p, batch):
+        return (1 - torch.nn.functional.cosine_similarity(q[batch.rows_of(self.name)], q[:batch.n_queries])).mean()
+
+
+def test_a_terms_own_query_rows_go_through_the_cached_step(tiny_model_dir, not_pool, tmp_path):
+    """Rows a term adds after the batch's queries are chunked, cached and replayed like the batch's own."""
+    from accelerate import Accelerator
+
+    from boolcl.train.collate import Collator
+
+    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.batch_size=4")
+    torch.manual_seed(cfg.seed)
+    model, start = build_model(cfg)
+    data = build_data(cfg, model, cfg.train.batch_size, None, None, start)
+    own = data.loader.collate_fn
+    added = [*data.terms, Restated()]
+    collate = Collator(own.tokenizer, own.max_length, own.n_negatives, own.query_prompt, own.passage_prompt,
+                       terms=added)
+    batch = collate([data.dataset[i] for i in range(len(data.dataset))])
+    n = batch.n_queries
+    assert batch.rows["restated"] == (n, 2 * n) and batch.query_features["input_ids"].shape[0] == 2 * n
+    (ref_loss, ref_parts), ref, (loss, parts), got = both_ways(model.train(), Accelerator(cpu=True),
+                                                               Objective(added), batch, 3)
+    assert set(parts) == set(ref_parts) == {"contrastive", "retention", "decomposition", "restated"}
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert parts["restated"].item() == pytest.approx(ref_parts["restated"].item(), rel=1e-5)
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], rtol=1e-4, atol=1e-6, msg=k)
 
 
 def test_chunks_cut_trailing_padding_and_keep_every_row():

@@ -251,11 +251,11 @@ def test_not_aware_config_errors_are_clear():
     for section in ("scope.weight=1", "exclusion.weight=10", "pairs.weight=1", "negation.pairs=480"):
         with pytest.raises(ConfigError, match=f"unknown config section in 'train.{section.split('=')[0]}'"):
             compose(["recipe=not_plus_tiny", f"train.{section}"])
-    # weight 0 switches the whole term off, its warm-up and composed questions with it: one key, as for the others
+    # weight 0 switches the whole term off, its warm-up with it: one key, as for the others
     from boolcl.train import terms
 
     off = compose(["recipe=not_plus_tiny", "train.decomposition.weight=0"]).train
-    assert off.decomposition.warmup_steps > 0 and off.decomposition.composed > 0
+    assert off.decomposition.warmup_steps > 0
     assert [term.name for term in terms.build(off, "cosine")] == ["contrastive", "retention"]
     assert "decomposition" in [term.name for term in terms.build(compose(["recipe=not_plus_tiny"]).train, "cosine")]
     with pytest.raises(ConfigError, match="train.decomposition.warmup_steps"):
@@ -272,7 +272,7 @@ def test_the_paper_scale_recipe_carries_the_tiny_recipes_additions():
     ablation = load_script("scripts/reproduce/ablation")
     paper_scale, tiny = compose(["recipe=not_plus"]).train, compose(["recipe=not_plus_tiny"]).train
     keys = {o.split("=")[0] for o in ablation.switched_off(*ablation.SWITCHES)} - {"train.epochs"}
-    assert {"train.decomposition.warmup_steps", "train.decomposition.composed", "train.retention.weight"} <= keys
+    assert {"train.decomposition.warmup_steps", "train.retention.weight"} <= keys
     for key in sorted(keys):
         path = key.split(".")[1:]
         got = [OmegaConf.select(t, ".".join(path)) for t in (paper_scale, tiny)]
@@ -289,7 +289,7 @@ def test_demo_takes_the_recipe_it_is_given():
 # ---------------------------------------------------------------- runs
 
 def composable(pool) -> int:
-    """How many composed questions the recipe's decomposition term can build from a pool's NOT questions."""
+    """How many composed questions the recipe's warm-up can build from a pool's NOT questions."""
     from boolcl.train.decomposition import compose_questions
     from boolcl.train.terms.decomposition import COMPOSED_SET
 
@@ -306,8 +306,8 @@ def test_not_plus_trains_and_logs_each_term(tiny_model_dir, not_pool, tmp_path):
     terms = {k for r in log for k in r if k.startswith("loss_")}
     assert terms == {"loss_contrastive", "loss_retention", "loss_decomposition"}
     mix = json.loads((out / "data_manifest.json").read_text())["mix"]
-    # the pool is also the original data here, so its 4 NOT questions come twice; the recipe
-    # composes more from their parts (duplicates give no new parts)
+    # the pool is also the original data here, so its 4 NOT questions come twice; the recipe's
+    # warm-up composes more from their parts (duplicates give no new parts)
     assert mix["decomposition"] == {"rules": 8, "provenance": 0, "unsplit": 0, "composed": composable(not_pool)}
     assert mix["named"] == {"file": str(not_pool.with_name("train.groups.jsonl")), "groups": 2, "topic_negatives": 4,
                             "or_questions": 6}
@@ -327,8 +327,8 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
     from boolcl.train.loop import build_data, build_model
 
     def fit(model, term, items) -> float:
-        questions = term.extra_questions + [it.query for it in items if it.target is not None]
-        targets = torch.cat([term.extra_targets] + [it.target[None] for it in items if it.target is not None])
+        questions = term.composed + [it.query for it in items if it.target is not None]
+        targets = torch.cat([term.composed_targets] + [it.target[None] for it in items if it.target is not None])
         features = model.tokenizer(questions, padding=True, truncation=True, max_length=32, return_tensors="pt")
         with torch.no_grad():
             return F.cosine_similarity(model(dict(features))["sentence_embedding"], targets, dim=-1).mean().item()
@@ -338,11 +338,11 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
     model, start = build_model(cfg)
     data = build_data(cfg, model, 2, None, None, start)
     term = data.terms[-1]
-    assert term.name == "decomposition" and term.warmup_steps == 40 and term.extra_questions
+    assert term.name == "decomposition" and term.warmup_steps == 40 and len(term.composed) == composable(not_pool)
     before_fit, before = fit(model.eval(), term, data.items), {k: v.clone() for k, v in model.state_dict().items()}
     model.train()
     said = term.before_training(model, data.items, cfg.train, cfg.seed, Accelerator(cpu=True))
-    questions = len(term.extra_questions) + sum(it.target is not None for it in data.items)
+    questions = len(term.composed) + sum(it.target is not None for it in data.items)
     assert said.startswith(f"decomposition warm-up: 40 steps over {questions} NOT questions, 1 - cos ")
     first, last = (float(x) for x in said.rsplit(" ", 3)[1::2])
     assert last < first
@@ -359,17 +359,6 @@ def test_the_decomposition_warm_up_moves_not_questions_towards_their_targets(tin
 
     with pytest.raises(TrainingError, match="no NOT question with a decomposition target to warm up on"):
         DecompositionDistill(1.0, warmup_steps=2).before_training(model, [], cfg.train, cfg.seed, Accelerator(cpu=True))
-
-    # composed questions for the warm-up alone: none drawn into the batches
-    cfg = plus_cfg(tiny_model_dir, not_pool, tmp_path / "run", "train.decomposition.warmup_steps=1",
-                   "train.decomposition.composed=0")
-    model, start = build_model(cfg)
-    data = build_data(cfg, model, 2, None, None, start)
-    term = data.terms[-1]
-    assert len(term.extra_questions) == composable(not_pool) == len(term.extra_targets)
-    batch = data.loader.collate_fn([data.dataset[i] for i in range(len(data.dataset))])
-    start, stop = batch.rows["decomposition"]
-    assert stop == start and len(batch.extra["decomposition"]["targets"]) == len(batch.extra["decomposition"]["rows"])
 
 
 @pytest.mark.parametrize("extra", [["train.decomposition.warmup_steps=0"], ["train.decomposition.warmup_steps=3"]],

@@ -34,11 +34,11 @@ class RetentionCfg:
 class DecompositionCfg:
     """NOT-aware: embed a NOT question where the frozen starting model's arithmetic puts it,
     anchor · T(question) + T(kept part) - drop · T(dropped part) (train/decomposition.py)."""
-    weight: float = 0.0  # 0: off, with its composed questions and warm-up
+    weight: float = 0.0  # 0: off, with its warm-up
     drop: float = 1.0  # how hard the dropped part is subtracted
     anchor: float = 0.5  # how much of the whole question's own embedding stays in the target
-    composed: int = 0  # NOT questions composed from the pool's own parts, added to each batch with their targets only
-    warmup_steps: int = 0  # steps of this term alone before the first training step, 32 NOT questions each (0: none)
+    warmup_steps: int = 0  # steps of this term alone before the first training step, 32 NOT questions each, drawn
+    # from the pool's and 4,000 composed from the pool's parts (0: none)
 
 
 @dataclass

@@ -49,7 +49,6 @@ RANGES = {
     "train.eval_max_corpus": ">= 1 or null (the whole corpus)", "train.num_workers": ">= 0",
     "train.retention.weight": ">= 0",
     "train.decomposition.weight": ">= 0", "train.decomposition.drop": ">= 0", "train.decomposition.anchor": ">= 0",
-    "train.decomposition.composed": ">= 0 (composed NOT questions per batch; 0: none)",
     "train.decomposition.warmup_steps": ">= 0 (steps of the decomposition term alone before training; 0: none)",
     "train.named.or_questions": ">= 0 (named OR questions per group; 0: none)",
     "eval.k": ">= 1", "eval.batch_size": ">= 1",

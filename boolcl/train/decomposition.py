@@ -20,8 +20,8 @@ example's provenance when it records them (the sample's `disjunctive` and
 
 The target needs no passage, so more NOT questions than the pool holds can be taught:
 `compose_questions` joins the pool's kept questions to its dropped parts with the rules'
-markers (train.decomposition.composed per batch). The operator is then learnt over many
-pairings and wordings instead of the few hundred the pool was written with.
+markers, for the term's warm-up (train/terms/decomposition.py). The operator is then learnt
+over many pairings and wordings instead of the few hundred the pool was written with.
 """
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ def write_run_files(cfg: DictConfig, run_dir: Path, mix: dict, accelerator, plan
         d = mix["decomposition"]
         print(f"decomposition targets: {d['rules']} NOT questions split by the rules, {d['provenance']} by their "
               f"provenance, {d['unsplit']} unsplit (no target)"
-              + (f"; {d['composed']} composed to draw from" if d.get("composed") else ""), flush=True)
+              + (f"; {d['composed']} composed for the warm-up" if d.get("composed") else ""), flush=True)
 
 
 # ---------------------------------------------------------------- the loop's parts

@@ -25,7 +25,6 @@ SWITCHES = {  # each addition of not_plus_tiny and the overrides that switch it 
     "retention": ["train.retention.weight=0"],
     "cluster-batches": ["train.group_by_cluster=false"],
     "decomposition": ["train.decomposition.weight=0", "train.decomposition.warmup_steps=0"],
-    "composed": ["train.decomposition.composed=0"],  # the decomposition term over the pool's NOT questions only
     "warmup": ["train.decomposition.warmup_steps=0"],  # no steps of the decomposition term alone first
     # AND and OR questions in the mix; off: NOT questions only (with the simple ones), over the paper-style
     # recipe's 6 epochs

@@ -3,20 +3,15 @@ frozen starting model's decomposition arithmetic puts it, 1 - cos(student, targe
 direction, since a query's length scales all its scores alike and leaves its ranking
 unchanged. The targets and why they carry over to unseen topics: train/decomposition.py.
 
-With `composed` > 0, each batch also carries that many NOT questions composed from the pool's
-own parts (decomposition.compose_questions), drawn from a fixed set of COMPOSED_SET by a
-digest of the batch, so a resumed run and every process draw the same ones for the same
-batch. They have a target and no passages: they teach the operator over more pairings and
-wordings without another contrastive step.
-
-With `warmup_steps` > 0, the term first trains alone (`before_training`): WARMUP_BATCH of the
-pool's and the composed NOT questions per step, towards their targets, with an optimiser of its
-own. Fitted jointly, the contrastive and retention terms pull the question embedding elsewhere
-and the operator is learnt only in part; fitted first, the run starts from an encoder that
-already subtracts the dropped part."""
+With `warmup_steps` > 0, the term first trains alone (`before_training`): WARMUP_BATCH NOT
+questions per step, towards their targets, with an optimiser of its own. Fitted jointly, the
+contrastive and retention terms pull the question embedding elsewhere and the operator is
+learnt only in part; fitted first, the run starts from an encoder that already subtracts the
+dropped part. The warm-up draws from the pool's NOT questions and COMPOSED_SET more, composed
+from the pool's own parts (decomposition.compose_questions): a target needs no passage, so
+the operator is learnt over many more pairings and wordings than the pool was written with."""
 from __future__ import annotations
 
-import hashlib
 import random
 
 import torch
@@ -29,7 +24,7 @@ from boolcl.train.collate import Batch
 from boolcl.train.terms.base import Core, Extra, Term
 
 
-COMPOSED_SET = 4000  # composed questions to draw from: a run of the tiny recipe draws about 1,600
+COMPOSED_SET = 4000  # composed NOT questions the warm-up draws from, beside the pool's
 WARMUP_BATCH = 32  # NOT questions per warm-up step
 
 
@@ -38,53 +33,46 @@ class DecompositionDistill(Term):
     reads_start = True
 
     def __init__(self, weight: float, drop: float = 1.25, anchor: float = 0.5, normalize: bool = True,
-                 composed: int = 0, warmup_steps: int = 0):
+                 warmup_steps: int = 0):
         super().__init__(weight)
-        self.drop, self.anchor, self.normalize, self.composed = drop, anchor, normalize, composed
+        self.drop, self.anchor, self.normalize = drop, anchor, normalize
         self.warmup_steps = warmup_steps
         self.prompt = None
         self.tokenize = None  # the collator's query tokenisation (start_rows), for the warm-up
-        self.extra_questions: list[str] = []  # the composed questions, with their targets (attach)
-        self.extra_parts: list[tuple[str, str]] = []
-        self.extra_targets = torch.zeros((0, 0))
+        self.composed: list[str] = []  # the warm-up's composed questions, with their targets (attach)
+        self.composed_parts: list[tuple[str, str]] = []
+        self.composed_targets = torch.zeros((0, 0))
 
     @classmethod
     def from_config(cls, t, similarity: str) -> DecompositionDistill:
         d = t.decomposition
         return cls(d.weight, float(d.drop), float(d.anchor), normalize=similarity == "cosine",
-                   composed=int(d.composed), warmup_steps=int(d.warmup_steps))
+                   warmup_steps=int(d.warmup_steps))
 
     def collate(self, core: Core) -> Extra:
         rows = [i for i, b in enumerate(core.picks) if b.get("target") is not None]
         targets = [core.picks[i]["target"] for i in rows]
-        queries = []
-        if self.composed and self.extra_questions:
-            digest = hashlib.blake2b("\n".join(b["query"] for b in core.picks).encode(), digest_size=8).digest()
-            drawn = random.Random(int.from_bytes(digest, "little")).sample(
-                range(len(self.extra_questions)), min(self.composed, len(self.extra_questions)))
-            queries = [self.extra_questions[i] for i in drawn]
-            targets += [self.extra_targets[i] for i in drawn]
-        return Extra(queries=queries, tensors={"rows": torch.tensor(rows, dtype=torch.long),
-                                               "targets": torch.stack(targets) if targets else torch.zeros((0, 0))})
+        return Extra(tensors={"rows": torch.tensor(rows, dtype=torch.long),
+                              "targets": torch.stack(targets) if targets else torch.zeros((0, 0))})
 
     def start_rows(self, items, collator) -> list[str]:
         self.prompt, self.tokenize = collator.query_prompt, collator.queries
-        if self.composed or self.warmup_steps:  # the warm-up draws from the composed set too
-            self.extra_questions, self.extra_parts = decomposition.compose_questions(items, COMPOSED_SET)
+        if self.warmup_steps:
+            self.composed, self.composed_parts = decomposition.compose_questions(items, COMPOSED_SET)
         return (decomposition.Plan.of(items).rows(self.prompt)
-                + decomposition.target_texts(self.extra_questions, self.extra_parts, self.prompt))
+                + decomposition.target_texts(self.composed, self.composed_parts, self.prompt))
 
     def attach(self, table, items) -> dict:
         """Every NOT item that splits gets its target, from the start, before any step (and on
-        resume); so does every composed question."""
+        resume); so does every composed question of the warm-up."""
         counts = decomposition.attach_targets(table.embed, decomposition.Plan.of(items), items,
                                               drop=self.drop, anchor=self.anchor, normalize=self.normalize,
                                               prompt=self.prompt)
-        if self.extra_questions:
-            self.extra_targets = decomposition.teacher_targets(
-                table.embed, self.extra_questions, self.extra_parts, drop=self.drop, anchor=self.anchor,
+        if self.composed:
+            self.composed_targets = decomposition.teacher_targets(
+                table.embed, self.composed, self.composed_parts, drop=self.drop, anchor=self.anchor,
                 normalize=self.normalize, prompt=self.prompt)
-        counts["composed"] = len(self.extra_questions)
+        counts["composed"] = len(self.composed)
         return {"decomposition": counts}
 
     def before_training(self, model, items, t, seed: int, accelerator) -> str | None:
@@ -94,8 +82,8 @@ class DecompositionDistill(Term):
         run's optimiser, schedule and data order are untouched."""
         if not self.warmup_steps:
             return None
-        questions = list(self.extra_questions)
-        targets = [self.extra_targets] if self.extra_questions else []
+        questions = list(self.composed)
+        targets = [self.composed_targets] if self.composed else []
         for it in items:
             if it.target is not None:
                 questions.append(it.query)
@@ -125,10 +113,9 @@ class DecompositionDistill(Term):
                 f"1 - cos {losses[0]:.3f} -> {losses[-1]:.3f}")
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, batch: Batch) -> torch.Tensor | None:
-        """1 - cos over the batch's NOT questions with a target and its composed questions."""
+        """1 - cos over the batch's NOT questions with a target."""
         mine = batch.extra[self.name]
-        rows = torch.cat([mine["rows"].to(q.device),
-                          torch.arange(*batch.rows.get(self.name, (0, 0)), device=q.device)])
+        rows = mine["rows"].to(q.device)
         if not len(rows):
             return None
         student, targets = q[rows].float(), mine["targets"].to(q.device).float()
