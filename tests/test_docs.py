@@ -157,3 +157,31 @@ def test_schema_fields_are_all_dataclass_fields():
             if dataclasses.is_dataclass(default):
                 walk(type(default))
     walk(BoolclConfig)
+
+
+SECTIONS = ("train", "eval", "generate", "llm", "compare", "decompose", "interpolate", "demo")
+OVERRIDE = re.compile(r"(?:^|[\s,=])((?:%s)\.[a-z_0-9.]+)=" % "|".join(SECTIONS))
+
+
+def command_overrides(text: str) -> set[str]:
+    """The dotted keys that commands in a markdown text's fenced blocks set (`train.lr=3e-4`, also
+    inside `--variant NAME=key=value,key=value`)."""
+    keys, fenced = set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            keys |= set(OVERRIDE.findall(line))
+    return keys
+
+
+def test_every_override_in_the_docs_commands_is_a_config_key():
+    """A command the docs give must run: a key the schema no longer has would stop it with an error."""
+    known = schema_keys(OmegaConf.structured(BoolclConfig))
+    seen, unknown = set(), []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        keys = command_overrides(path.read_text(encoding="utf-8"))
+        seen |= keys
+        unknown += [f"{path.name}: {k}" for k in sorted(keys) if k not in known]
+    assert "train.decomposition.weight" in seen and "train.named.topics" in seen  # the scan finds them
+    assert not unknown, f"commands in the docs set keys the configuration does not have: {unknown}"
