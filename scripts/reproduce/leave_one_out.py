@@ -76,9 +76,10 @@ def table(out: Path, sets: list, reference: str, variants: list[str], seeds: lis
     present = [(d, label, cols) for d, label, cols in sets if (out / d / "runs").is_dir()]
     if not present:
         return ""
-    head = ["run"] + [f"{label} {c}" if i == 0 else c for _, label, cols in present
-                      for i, c in enumerate(cols)]
-    head = [h.replace(" neg", " NegR NOT ↓").replace("neg", "NegR NOT ↓") for h in head]
+    head = ["run"]
+    for _, label, cols in present:  # the set's name on its first column
+        names = ["NegR NOT ↓" if c == "neg" else c for c in cols]
+        head += [f"{label} {names[0]}", *names[1:]]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     ref = {d: load(out, d, reference, seeds) for d, _, _ in present}
     for name in [reference, *variants]:
