@@ -8,7 +8,7 @@ OUT is a folder of scripts/reproduce/generalisation.py (OUT/<set>/runs/<variant>
 Per development set and column (MRR@10 per type, NOT NegRecall@10): REFERENCE's mean ± std over
 the seeds, then each VARIANT's mean minus REFERENCE's, in points. ‡ p < 0.01, † p < 0.05 in a
 paired sign-flip randomization test over questions (boolcl.evaluate.significance, each question's
-value averaged over the seeds first). A difference is printed in bold when the variant is worse
+value averaged over the seeds first, as `boolcl compare` averages them). A difference is printed in bold when the variant is worse
 (lower MRR@10, higher NegRecall@10) with p < 0.05 and by more than the seeds' spread, the larger
 of the two runs' standard deviations: the rule by which an addition stays.
 """
@@ -20,8 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from boolcl.evaluate.runs import Run, aggregate_seeds
 from boolcl.evaluate.significance import paired_test
 
 # (set folder, label, columns): a column is a question type's MRR@10, or "neg" for NOT NegRecall@10
@@ -38,32 +37,38 @@ def metric_of(column: str) -> tuple[str, str]:
     return ("NegRecall@10", "NOT") if column == "neg" else ("MRR@10", column)
 
 
-def load(out: Path, dataset: str, variant: str, seeds: list[int]) -> list[dict]:
-    """The variant's results on one set, one per seed; an error names the first that is missing."""
+def load(out: Path, dataset: str, variant: str, seeds: list[int]) -> tuple[list[dict], Run]:
+    """The variant's results on one set, one per seed, and their seed mean; an error names the first
+    that is missing."""
     runs = []
     for seed in seeds:
         path = out / dataset / "runs" / f"{variant}-s{seed}" / "results.json"
         if not path.is_file():
             raise SystemExit(f"{path}: no such evaluation (run scripts/reproduce/generalisation.py --out {out} first)")
         runs.append(json.loads(path.read_text(encoding="utf-8")))
-    return runs
+    return runs, seed_mean(runs, variant, seeds)
 
 
-def per_question(runs: list[dict], metric: str, qtype: str) -> dict[str, float]:
+def seed_mean(runs: list[dict], variant: str, seeds: list[int]) -> Run:
+    """One row of per-query values averaged over the seeds (boolcl.evaluate.runs, as `boolcl compare`)."""
+    rows, _ = aggregate_seeds([Run(f"{variant}-s{seed}", r, "", "file") for seed, r in zip(seeds, runs)])
+    return rows[0]
+
+
+def per_question(row: Run, metric: str, qtype: str) -> dict[str, float]:
     """Each question of the type: its value averaged over the seeds."""
-    kinds = runs[0]["question_types"]
-    qids = [q for q, kind in kinds.items() if kind == qtype.lower()]
-    return {q: float(np.mean([r["per_query"][metric][q] for r in runs])) for q in qids}
+    return {q: v for q, v in row.per_query[metric].items() if row.question_types[q] == qtype.lower()}
 
 
-def cell(ref: list[dict], runs: list[dict], column: str, *, is_reference: bool) -> str:
+def cell(ref: tuple[list[dict], Run], runs: tuple[list[dict], Run], column: str, *, is_reference: bool) -> str:
+    """`ref` and `runs`: each seed's results and their seed mean."""
     metric, qtype = metric_of(column)
     key = f"{metric}/{qtype}"
-    a = [r["headline"][key] for r in ref]
+    a = [r["headline"][key] for r in ref[0]]
     if is_reference:
         return f"{statistics.mean(a):.1f} ± {statistics.stdev(a):.1f}"
-    b = [r["headline"][key] for r in runs]
-    test = paired_test(per_question(ref, metric, qtype), per_question(runs, metric, qtype), samples=SAMPLES)
+    b = [r["headline"][key] for r in runs[0]]
+    test = paired_test(per_question(ref[1], metric, qtype), per_question(runs[1], metric, qtype), samples=SAMPLES)
     delta = statistics.mean(b) - statistics.mean(a)
     mark = "‡" if test.p_value < 0.01 else "†" if test.p_value < 0.05 else ""
     text = f"{delta:+.1f}".replace("-", "−") + mark
