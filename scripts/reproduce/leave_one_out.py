@@ -8,9 +8,10 @@ OUT is a folder of scripts/reproduce/generalisation.py (OUT/<set>/runs/<variant>
 Per development set and column (MRR@10 per type, NOT NegRecall@10): REFERENCE's mean ± std over
 the seeds, then each VARIANT's mean minus REFERENCE's, in points. ‡ p < 0.01, † p < 0.05 in a
 paired sign-flip randomization test over questions (boolcl.evaluate.significance, each question's
-value averaged over the seeds first, as `boolcl compare` averages them). A difference is printed in bold when the variant is worse
-(lower MRR@10, higher NegRecall@10) with p < 0.05 and by more than the seeds' spread, the larger
-of the two runs' standard deviations: the rule by which an addition stays.
+value averaged over the seeds first, as `boolcl compare` averages them). A difference is printed in
+bold when the variant is worse (lower MRR@10, higher NegRecall@10) with p < 0.05 and by more than
+the seeds' spread, the larger of the two runs' standard deviations: the rule by which an addition
+stays.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from boolcl.evaluate.runs import Run, aggregate_seeds
 from boolcl.evaluate.significance import paired_test
@@ -37,7 +39,13 @@ def metric_of(column: str) -> tuple[str, str]:
     return ("NegRecall@10", "NOT") if column == "neg" else ("MRR@10", column)
 
 
-def load(out: Path, dataset: str, variant: str, seeds: list[int]) -> tuple[list[dict], Run]:
+class Seeds(NamedTuple):
+    """A variant's evaluations on one set: each seed's results.json, and the per-query seed mean."""
+    results: list[dict]
+    mean: Run
+
+
+def load(out: Path, dataset: str, variant: str, seeds: list[int]) -> Seeds:
     """The variant's results on one set, one per seed, and their seed mean; an error names the first
     that is missing."""
     runs = []
@@ -46,7 +54,7 @@ def load(out: Path, dataset: str, variant: str, seeds: list[int]) -> tuple[list[
         if not path.is_file():
             raise SystemExit(f"{path}: no such evaluation (run scripts/reproduce/generalisation.py --out {out} first)")
         runs.append(json.loads(path.read_text(encoding="utf-8")))
-    return runs, seed_mean(runs, variant, seeds)
+    return Seeds(runs, seed_mean(runs, variant, seeds))
 
 
 def seed_mean(runs: list[dict], variant: str, seeds: list[int]) -> Run:
@@ -60,15 +68,14 @@ def per_question(row: Run, metric: str, qtype: str) -> dict[str, float]:
     return {q: v for q, v in row.per_query[metric].items() if row.question_types[q] == qtype.lower()}
 
 
-def cell(ref: tuple[list[dict], Run], runs: tuple[list[dict], Run], column: str, *, is_reference: bool) -> str:
-    """`ref` and `runs`: each seed's results and their seed mean."""
+def cell(ref: Seeds, runs: Seeds, column: str, *, is_reference: bool) -> str:
     metric, qtype = metric_of(column)
     key = f"{metric}/{qtype}"
-    a = [r["headline"][key] for r in ref[0]]
+    a = [r["headline"][key] for r in ref.results]
     if is_reference:
         return f"{statistics.mean(a):.1f} ± {statistics.stdev(a):.1f}"
-    b = [r["headline"][key] for r in runs[0]]
-    test = paired_test(per_question(ref[1], metric, qtype), per_question(runs[1], metric, qtype), samples=SAMPLES)
+    b = [r["headline"][key] for r in runs.results]
+    test = paired_test(per_question(ref.mean, metric, qtype), per_question(runs.mean, metric, qtype), samples=SAMPLES)
     delta = statistics.mean(b) - statistics.mean(a)
     mark = "‡" if test.p_value < 0.01 else "†" if test.p_value < 0.05 else ""
     text = f"{delta:+.1f}".replace("-", "−") + mark
