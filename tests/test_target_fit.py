@@ -83,3 +83,32 @@ def test_bad_input_names_the_file(data, tmp_path):
     dump_jsonl(data / "eval.jsonl", [{**QUESTIONS[0], "negative_ctxs": [{"passage_id": "gone"}]}])
     with pytest.raises(SystemExit, match=r"names passage gone that .*corpus.jsonl does not hold"):
         script.main([str(data), "--start", "offline-default"])
+
+
+def test_whole_set_keeps_unsplit_questions_as_they_are(data, tiny_model_dir):
+    """--whole-set ranks every NOT question: a target row differs from the question's own vector only
+    where the rules split the question."""
+    script = load_script("scripts/reproduce/target_fit")
+    rows = [q for q in QUESTIONS if q["question_type"] == "not"]
+    chosen, parts = script.split_not_questions(QUESTIONS, data / "eval.jsonl")
+    embed = script.encoder(str(tiny_model_dir), 128)
+    vectors = script.query_vectors(embed, rows, chosen, parts, [(0.5, 1.25)])
+    as_is, target = vectors["the question as it is"], vectors["target 0.5,1.25"]
+    assert target.shape == as_is.shape == (2, as_is.shape[1])
+    assert torch.allclose(target[1], as_is[1])  # "what is high ground?": not split
+    expected = teacher_targets(embed, [rows[0]["question"]], parts, drop=1.25, anchor=0.5, normalize=True)[0]
+    assert torch.allclose(target[0], torch.nn.functional.normalize(expected, dim=-1), atol=1e-6)
+    assert not torch.allclose(target[0], as_is[0])
+
+
+def test_several_starts_give_mean_and_spread(data, tiny_model_dir, capsys):
+    script = load_script("scripts/reproduce/target_fit")
+    spec = str(tiny_model_dir)
+    assert script.main([str(data), "--whole-set", "--start", spec, spec]) == 0
+    out = capsys.readouterr().out
+    assert "ranked by 2 models, mean ± std over 3 passages: all 2 NOT questions (the 1 the rules" in out
+    row = next(line for line in out.splitlines() if line.startswith("| target 0.5,1.25 |"))
+    assert row.count("± 0.0") == 2  # the same model twice: no spread
+    assert "mean cos" not in out  # the fit compares with one start's targets
+    with pytest.raises(SystemExit, match="give a single --start"):
+        script.main([str(data), "--start", spec, spec, "--model", spec])

@@ -1,7 +1,7 @@
 """How far the decomposition target itself keeps excluded passages out, and how close a trained
 model puts NOT questions to it.
 
-    python scripts/reproduce/target_fit.py DATA [--target ANCHOR,DROP ...] [--model RUN ...]
+    python scripts/reproduce/target_fit.py DATA [--target ANCHOR,DROP ...] [--start MODEL ...] [--whole-set] [--model RUN ...]
     python scripts/reproduce/target_fit.py DATA --questions FILE --model RUN [RUN ...]
 
 DATA is a folder in the project's layout (corpus.jsonl, eval.jsonl). Its NOT questions that the
@@ -16,6 +16,12 @@ answers and NegRecall@10 (the share of excluded passages in the top ten) over DA
 embedded by the same frozen model: where a student that reached its target exactly would rank,
 if the passages stayed where the start put them.
 
+--start may name several models (a trained recipe's seeds, say): each then does its own
+arithmetic over the corpus as it embeds it, and the ranking table gives the mean ± standard
+deviation over them. --whole-set ranks every NOT question of DATA, those the rules do not split
+as they are in every row, so that the figures compare with the evaluator's (NegRecall@10 over
+all NOT questions).
+
 Each --model then gets the mean cosine between its embedding of each question and the first
 target: 1 is a student that reached its targets. Models named `<variant>-s<seed>` share one row,
 the mean ± standard deviation over their seeds. --questions scores another question file
@@ -27,6 +33,7 @@ Cosine similarity only, as the recipes that train decomposition use it; no promp
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -66,8 +73,9 @@ def parse_target(text: str) -> tuple[float, float]:
     return anchor, drop
 
 
+@functools.lru_cache(maxsize=None)
 def encoder(spec: str, max_length: int):
-    """texts -> unit-length float32 rows, from a boolcl model spec."""
+    """texts -> unit-length float32 rows, from a boolcl model spec (loaded once per spec)."""
     from boolcl.retrieval.models import load_model
 
     model = load_model(spec, similarity="cosine", max_length=max_length)
@@ -101,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", type=Path, help="a folder with corpus.jsonl and eval.jsonl")
     ap.add_argument("--questions", type=Path, default=None, help="score this question file instead of eval.jsonl")
-    ap.add_argument("--start", default="offline-default", help="the frozen starting model (default: offline-default)")
+    ap.add_argument("--start", nargs="+", default=["offline-default"],
+                    help="the model(s) whose arithmetic ranks (default: offline-default, the frozen start); "
+                         "several: the ranking table's mean ± std over them")
+    ap.add_argument("--whole-set", action="store_true",
+                    help="rank every NOT question; those the rules do not split as they are")
     ap.add_argument("--target", type=parse_target, action="append", default=None, metavar="ANCHOR,DROP",
                     help="a target's anchor and drop (repeatable; default 0.5,1.25, the recipe's)")
     ap.add_argument("--model", nargs="+", default=[], help="trained models whose fit to the first target to print")
@@ -114,42 +126,75 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_rows(source)
     questions, parts = split_not_questions(rows, source)
     texts = [str(q["question"]) for q in questions]
-    n_not = sum(1 for r in rows if r.get("question_type") == "not")
-    print(f"{source}: {len(questions)} of {n_not} NOT questions split by the rules")
+    nots = [r for r in rows if r.get("question_type") == "not"]
+    print(f"{source}: {len(questions)} of {len(nots)} NOT questions split by the rules")
+    if len(args.start) > 1 and (args.model or args.no_ranking):
+        raise SystemExit("--model and --no-ranking compare with one start's targets: give a single --start")
+    ranked = nots if args.whole_set else questions
 
     if not args.no_ranking:  # checked before any model loads
         corpus = read_rows(args.data / "corpus.jsonl")
         ids = [str(r["docid"]) for r in corpus]
         known = set(ids)
-        for q in questions:
+        for q in ranked:
             missing = [c["passage_id"] for c in [*q["positive_ctxs"], *(q.get("negative_ctxs") or [])]
                        if str(c["passage_id"]) not in known]
             if missing:
                 raise SystemExit(f"{source}: question {q.get('qid')} names passage {missing[0]} "
                                  f"that {args.data / 'corpus.jsonl'} does not hold")
-
-    start = encoder(args.start, args.max_length)
-    as_is = start(texts)
-    vectors = {f"target {a:g},{d:g}": teacher_targets(start, texts, parts, drop=d, anchor=a, normalize=True)
-               for a, d in targets}
-    first = next(iter(vectors))
-
-    if not args.no_ranking:
-        passages = start([str(r.get("doc", "")) for r in corpus])
-        print(f"\nranked by the frozen start ({args.start}) over {len(ids)} passages")
+        figures: dict[str, list[tuple[float, float]]] = {}
+        for spec in args.start:
+            embed = encoder(spec, args.max_length)
+            passages = embed([str(r.get("doc", "")) for r in corpus])
+            for name, v in query_vectors(embed, ranked, questions, parts, targets).items():
+                figures.setdefault(name, []).append(ranking_figures(v, passages, ids, ranked))
+        starts = args.start[0] if len(args.start) == 1 else f"{len(args.start)} models, mean ± std"
+        scope = (f"all {len(ranked)} NOT questions (the {len(ranked) - len(questions)} the rules do not split "
+                 "as they are)" if args.whole_set else f"the {len(questions)} NOT questions the rules split")
+        print(f"\nranked by {starts} over {len(ids)} passages: {scope}")
         print("| query vector | MRR@10 | NegRecall@10 ↓ |\n| --- | ---: | ---: |")
-        for name, v in {"the question as it is": as_is, **vectors}.items():
-            mrr, negr = ranking_figures(v, passages, ids, questions)
-            print(f"| {name} | {mrr:.1f} | {negr:.1f} |")
+        for name, pairs in figures.items():
+            print(f"| {name} | {_spread([m for m, _ in pairs])} | {_spread([n for _, n in pairs])} |")
+        if len(args.start) > 1:
+            return 0
 
+    start = encoder(args.start[0], args.max_length)
+    as_is = start(texts)
+    first = target_name(*targets[0])
+    target = teacher_targets(start, texts, parts, drop=targets[0][1], anchor=targets[0][0], normalize=True)
     print(f"\nmean cos(model(question), {first}) over the {len(questions)} questions")
     print("| model (seeds) | cos |\n| --- | ---: |")
-    print(f"| {args.start} (the start) | {mean_cosine(as_is, vectors[first]):.3f} |")
+    print(f"| {args.start[0]} (the start) | {mean_cosine(as_is, target):.3f} |")
     for name, fits in fit_rows(args.model, lambda spec: mean_cosine(encoder(spec, args.max_length)(texts),
-                                                                     vectors[first])).items():
+                                                                     target)).items():
         spread = f" ± {statistics.stdev(fits):.3f}" if len(fits) > 1 else ""
         print(f"| {name} ({len(fits)}) | {statistics.mean(fits):.3f}{spread} |")
     return 0
+
+
+def target_name(anchor: float, drop: float) -> str:
+    return f"target {anchor:g},{drop:g}"
+
+
+def query_vectors(embed, ranked: list[dict], questions: list[dict], parts: list[tuple[str, str]],
+                  targets: list[tuple[float, float]]) -> dict[str, torch.Tensor]:
+    """Row name -> one query vector per ranked question: the question as it is, then each target;
+    a ranked question the rules do not split stays as it is in every row."""
+    as_is = embed([str(q["question"]) for q in ranked])
+    at = {id(q): i for i, q in enumerate(ranked)}
+    rows = [at[id(q)] for q in questions]
+    texts = [str(q["question"]) for q in questions]
+    vectors = {"the question as it is": as_is}
+    for anchor, drop in targets:
+        v = torch.nn.functional.normalize(as_is, dim=-1).clone()
+        v[rows] = torch.nn.functional.normalize(
+            teacher_targets(embed, texts, parts, drop=drop, anchor=anchor, normalize=True), dim=-1)
+        vectors[target_name(anchor, drop)] = v
+    return vectors
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{statistics.mean(xs):.1f}" + (f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else "")
 
 
 def fit_rows(specs: list[str], fit) -> dict[str, list[float]]:
