@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {args.start[0]} (the start) | {mean_cosine(as_is, target):.3f} |")
     for name, fits in fit_rows(args.model, lambda spec: mean_cosine(encoder(spec, args.max_length)(texts),
                                                                      target)).items():
-        spread = f" ± {statistics.stdev(fits):.3f}" if len(fits) > 1 else ""
-        print(f"| {name} ({len(fits)}) | {statistics.mean(fits):.3f}{spread} |")
+        print(f"| {name} ({len(fits)}) | {_spread(fits, digits=3)} |")
     return 0
 
 
@@ -193,8 +192,9 @@ def query_vectors(embed, ranked: list[dict], questions: list[dict], parts: list[
     return vectors
 
 
-def _spread(xs: list[float]) -> str:
-    return f"{statistics.mean(xs):.1f}" + (f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else "")
+def _spread(xs: list[float], digits: int = 1) -> str:
+    """The mean, and ± the standard deviation when there are several."""
+    return f"{statistics.mean(xs):.{digits}f}" + (f" ± {statistics.stdev(xs):.{digits}f}" if len(xs) > 1 else "")
 
 
 def fit_rows(specs: list[str], fit) -> dict[str, list[float]]:
